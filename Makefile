@@ -1,0 +1,35 @@
+# The two set-up commands of the README:
+#   make demo   local stack (RabbitMQ, PostgreSQL, real Placement) + seeded demo cloud +
+#               asyncsched + a batch boot through the real oslo.messaging client
+#   make test   the whole test suite (ruff, mypy, pytest), as CI runs it
+.PHONY: demo test lint unit bench sample
+
+VENV := .venv/bin
+
+$(VENV)/python: pyproject.toml
+	tools/bootstrap.sh
+
+bootstrap:
+	tools/bootstrap.sh
+
+services:
+	tools/services.sh
+
+demo: bootstrap services
+	$(VENV)/python tools/demo.py
+
+lint: bootstrap
+	$(VENV)/ruff check .
+	$(VENV)/mypy
+
+test: bootstrap services lint
+	$(VENV)/pytest -q -p no:cacheprovider
+
+unit: bootstrap
+	$(VENV)/pytest -q tests/unit
+
+bench: bootstrap services
+	$(VENV)/python -m bench
+
+sample: bootstrap
+	$(VENV)/asyncsched generate-sample > config/asyncsched.conf.sample

@@ -1,0 +1,385 @@
+"""Option definitions: one frozen dataclass per nova.conf section.
+
+The dataclasses *are* the schema. Field names are nova's option names, defaults are nova's
+defaults, and ``field.metadata`` carries what the loader, the validator and the sample
+generator need (help, bounds, choices, secret, mutable-on-SIGHUP). Nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def opt(
+    default: Any,
+    help: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    secret: bool = False,
+    mutable: bool = False,
+    deprecated_names: tuple[str, ...] = (),
+) -> Any:
+    """Declare one option. Lists are stored as tuples so sections stay hashable values."""
+    meta = {
+        "help": help,
+        "min": min,
+        "max": max,
+        "choices": choices,
+        "secret": secret,
+        "mutable": mutable,
+        "deprecated_names": deprecated_names,
+    }
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata=meta)
+
+
+DEFAULT_FILTERS = (
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultOptions:
+    """``[DEFAULT]``."""
+
+    transport_url: str = opt(
+        "rabbit://guest:guest@127.0.0.1:5672/",
+        "oslo.messaging transport URL; several hosts separated by ',' fail over.",
+        secret=True,
+    )
+    control_exchange: str = opt("nova", "AMQP exchange the nova services talk on.")
+    host: str = opt(
+        socket.gethostname(),
+        "Name of this scheduler host; used for the scheduler.<host> queue.",
+    )
+    service_down_time: int = opt(
+        60, "Seconds since the last heartbeat after which a compute service is down.", min=1
+    )
+    report_interval: int = opt(10, "Seconds between compute service heartbeats.", min=1)
+    rpc_response_timeout: int = opt(60, "Seconds to wait for an RPC response.", min=1)
+    long_rpc_timeout: int = opt(1800, "Timeout for long RPC calls such as scheduling.", min=1)
+    default_availability_zone: str = opt("nova", "AZ of hosts not in an AZ aggregate.")
+    cpu_allocation_ratio: float | None = opt(
+        None, "Virtual CPU to physical CPU ratio overriding the compute node's.", min=0.0
+    )
+    ram_allocation_ratio: float | None = opt(
+        None, "Virtual RAM to physical RAM ratio overriding the compute node's.", min=0.0
+    )
+    disk_allocation_ratio: float | None = opt(
+        None, "Virtual disk to physical disk ratio overriding the compute node's.", min=0.0
+    )
+    initial_cpu_allocation_ratio: float = opt(4.0, "CPU ratio used when a node has none.", min=0.0)
+    initial_ram_allocation_ratio: float = opt(1.0, "RAM ratio used when a node has none.", min=0.0)
+    initial_disk_allocation_ratio: float = opt(
+        1.0, "Disk ratio used when a node has none.", min=0.0
+    )
+    debug: bool = opt(False, "Log at DEBUG level.", mutable=True)
+    log_file: str | None = opt(None, "Log to this file instead of stderr.")
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseOptions:
+    """``[database]``: the cell0/cell database nova-scheduler was given (used for cell lookups)."""
+
+    connection: str | None = opt(
+        None, "SQLAlchemy URL of the cell database (PostgreSQL only).", secret=True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ApiDatabaseOptions:
+    """``[api_database]``: cell mappings, host mappings and aggregates live here."""
+
+    connection: str | None = opt(
+        None, "SQLAlchemy URL of the nova API database (PostgreSQL only).", secret=True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementOptions:
+    """``[placement]``: keystoneauth options nova uses to reach Placement."""
+
+    auth_type: str | None = opt(
+        None,
+        "Authentication plugin: password, v3password, v3applicationcredential, none, noauth.",
+        choices=(
+            "password",
+            "v3password",
+            "applicationcredential",
+            "v3applicationcredential",
+            "none",
+            "noauth",
+        ),
+    )
+    auth_url: str | None = opt(None, "Keystone endpoint, e.g. http://keystone:5000/v3.")
+    username: str | None = opt(None, "User name for password auth.")
+    user_id: str | None = opt(None, "User id for password auth.")
+    password: str | None = opt(None, "Password for password auth.", secret=True)
+    user_domain_name: str | None = opt(None, "Domain name of the user.")
+    user_domain_id: str | None = opt(None, "Domain id of the user.")
+    project_name: str | None = opt(None, "Project to scope the token to.")
+    project_id: str | None = opt(None, "Project id to scope the token to.")
+    project_domain_name: str | None = opt(None, "Domain name of the project.")
+    project_domain_id: str | None = opt(None, "Domain id of the project.")
+    system_scope: str | None = opt(None, "System scope, e.g. 'all'.")
+    application_credential_id: str | None = opt(None, "Application credential id.")
+    application_credential_name: str | None = opt(None, "Application credential name.")
+    application_credential_secret: str | None = opt(
+        None, "Application credential secret.", secret=True
+    )
+    endpoint_override: str | None = opt(None, "Use this Placement URL instead of the catalog.")
+    region_name: str | None = opt(None, "Region to pick the Placement endpoint in.")
+    valid_interfaces: tuple[str, ...] = opt(
+        ["internal", "public"], "Catalog interfaces to try, in order."
+    )
+    service_type: str = opt("placement", "Catalog service type of Placement.")
+    service_name: str | None = opt(None, "Catalog service name of Placement.")
+    timeout: float | None = opt(None, "Per-request timeout in seconds (None = 30 s).", min=0.0)
+    connect_retries: int | None = opt(None, "Retries on connection errors.", min=0)
+    status_code_retries: int | None = opt(None, "Retries on retriable status codes.", min=0)
+    insecure: bool = opt(False, "Skip TLS certificate verification.")
+    cafile: str | None = opt(None, "CA bundle to verify Placement's certificate.")
+    certfile: str | None = opt(None, "Client certificate.")
+    keyfile: str | None = opt(None, "Client key.")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """``[scheduler]``."""
+
+    max_attempts: int = opt(3, "Build attempts per instance; alternates = max_attempts-1.", min=1)
+    max_placement_results: int = opt(
+        1000, "limit for GET /allocation_candidates.", min=1, mutable=True
+    )
+    workers: int | None = opt(None, "Accepted for compatibility; asyncsched runs one process.")
+    discover_hosts_in_cells_interval: int = opt(
+        -1, "Accepted for compatibility; host discovery is nova-manage's job.", min=-1
+    )
+    query_placement_for_routed_network_aggregates: bool = opt(
+        False, "Routed-network prefilter (needs Neutron; not run by asyncsched)."
+    )
+    limit_tenants_to_placement_aggregate: bool = opt(
+        False, "Restrict tenants to aggregates tagged filter_tenant_id*."
+    )
+    placement_aggregate_required_for_tenants: bool = opt(
+        False, "With the above: a tenant with no aggregate gets NoValidHost."
+    )
+    query_placement_for_image_type_support: bool = opt(
+        False, "Require COMPUTE_IMAGE_TYPE_<disk_format> on hosts."
+    )
+    enable_isolated_aggregate_filtering: bool = opt(
+        False, "Forbid trait-isolated aggregates unless their traits are requested."
+    )
+    image_metadata_prefilter: bool = opt(False, "Turn image hw_* properties into traits.")
+
+
+@dataclass(frozen=True, slots=True)
+class FilterSchedulerOptions:
+    """``[filter_scheduler]``."""
+
+    host_subset_size: int = opt(1, "Pick at random among the best N hosts.", min=1, mutable=True)
+    max_io_ops_per_host: int = opt(8, "IoOpsFilter threshold.", min=0, mutable=True)
+    max_instances_per_host: int = opt(50, "NumInstancesFilter threshold.", min=1, mutable=True)
+    track_instance_changes: bool = opt(True, "Computes cast instance info to the scheduler.")
+    available_filters: tuple[str, ...] = opt(
+        ["nova.scheduler.filters.all_filters"], "Filter classes that may be enabled."
+    )
+    enabled_filters: tuple[str, ...] = opt(
+        list(DEFAULT_FILTERS), "Filters applied, in this order.", mutable=True
+    )
+    weight_classes: tuple[str, ...] = opt(
+        ["nova.scheduler.weights.all_weighers"], "Weighers applied.", mutable=True
+    )
+    ram_weight_multiplier: float = opt(1.0, "RAMWeigher multiplier.", mutable=True)
+    cpu_weight_multiplier: float = opt(1.0, "CPUWeigher multiplier.", mutable=True)
+    disk_weight_multiplier: float = opt(1.0, "DiskWeigher multiplier.", mutable=True)
+    hypervisor_version_weight_multiplier: float = opt(
+        1.0, "HypervisorVersionWeigher multiplier.", mutable=True
+    )
+    num_instances_weight_multiplier: float = opt(
+        0.0, "NumInstancesWeigher multiplier.", mutable=True
+    )
+    io_ops_weight_multiplier: float = opt(-1.0, "IoOpsWeigher multiplier.", mutable=True)
+    image_props_weight_multiplier: float = opt(
+        0.0, "ImagePropertiesWeigher multiplier.", mutable=True
+    )
+    image_props_weight_setting: tuple[str, ...] = opt(
+        [], "ImagePropertiesWeigher per-property ratios, name=ratio.", mutable=True
+    )
+    pci_weight_multiplier: float = opt(1.0, "PCIWeigher multiplier.", min=0.0, mutable=True)
+    soft_affinity_weight_multiplier: float = opt(
+        1.0, "ServerGroupSoftAffinityWeigher multiplier.", min=0.0, mutable=True
+    )
+    soft_anti_affinity_weight_multiplier: float = opt(
+        1.0, "ServerGroupSoftAntiAffinityWeigher multiplier.", min=0.0, mutable=True
+    )
+    build_failure_weight_multiplier: float = opt(
+        1000000.0, "BuildFailureWeigher multiplier.", mutable=True
+    )
+    cross_cell_move_weight_multiplier: float = opt(
+        1000000.0, "CrossCellWeigher multiplier.", mutable=True
+    )
+    shuffle_best_same_weighed_hosts: bool = opt(
+        False, "Shuffle the hosts tied at the best weight.", mutable=True
+    )
+    image_properties_default_architecture: str | None = opt(
+        None, "Default hw_architecture for ImagePropertiesFilter.", mutable=True
+    )
+    isolated_images: tuple[str, ...] = opt([], "IsolatedHostsFilter images.", mutable=True)
+    isolated_hosts: tuple[str, ...] = opt([], "IsolatedHostsFilter hosts.", mutable=True)
+    restrict_isolated_hosts_to_isolated_images: bool = opt(
+        True, "Isolated hosts only take isolated images.", mutable=True
+    )
+    aggregate_image_properties_isolation_namespace: str | None = opt(
+        None, "AggregateImagePropertiesIsolation key namespace (deprecated).", mutable=True
+    )
+    aggregate_image_properties_isolation_separator: str = opt(
+        ".", "AggregateImagePropertiesIsolation namespace separator (deprecated).", mutable=True
+    )
+    pci_in_placement: bool = opt(False, "PCI devices are scheduled in Placement.")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsOptions:
+    """``[metrics]``: MetricsFilter and MetricsWeigher."""
+
+    weight_multiplier: float = opt(1.0, "MetricsWeigher multiplier.", mutable=True)
+    weight_setting: tuple[str, ...] = opt([], "Metrics to weigh, name=ratio.", mutable=True)
+    required: bool = opt(True, "A missing metric is an error (host fails) when True.", mutable=True)
+    weight_of_unavailable: float = opt(
+        -10000.0, "Weight of a host missing a metric when not required.", mutable=True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkaroundsOptions:
+    """``[workarounds]``."""
+
+    disable_fallback_pcpu_query: bool = opt(False, "Skip the VCPU fallback for pinned flavors.")
+
+
+@dataclass(frozen=True, slots=True)
+class OsloMessagingRabbitOptions:
+    """``[oslo_messaging_rabbit]``: must mirror the conductors' so declarations match."""
+
+    amqp_durable_queues: bool = opt(False, "Durable control exchange and topic queues.")
+    amqp_auto_delete: bool = opt(False, "Auto-delete control exchange and topic queues.")
+    rabbit_ha_queues: bool = opt(False, "Legacy x-ha-policy=all on queues.")
+    rabbit_quorum_queue: bool = opt(False, "Topic queues are quorum queues.")
+    rabbit_transient_quorum_queue: bool = opt(False, "Fanout and reply queues are quorum queues.")
+    rabbit_quorum_delivery_limit: int = opt(0, "x-delivery-limit of quorum queues.", min=0)
+    rabbit_quorum_max_memory_length: int = opt(
+        0, "x-max-in-memory-length of quorum queues.", min=0
+    )
+    rabbit_quorum_max_memory_bytes: int = opt(0, "x-max-in-memory-bytes of quorum queues.", min=0)
+    rabbit_transient_queues_ttl: int = opt(
+        1800, "Seconds before an unused fanout/reply queue expires.", min=0
+    )
+    rabbit_stream_fanout: bool = opt(False, "Fanout through one stream queue.")
+    rabbit_qos_prefetch_count: int = opt(
+        0, "basic.qos prefetch; 0 = asyncsched's max_concurrent_requests.", min=0
+    )
+    heartbeat_timeout_threshold: int = opt(60, "AMQP heartbeat timeout in seconds.", min=0)
+    heartbeat_rate: int = opt(3, "Heartbeat checks per timeout window.", min=1)
+    rabbit_retry_interval: float = opt(1.0, "First reconnect delay in seconds.", min=0.0)
+    rabbit_retry_backoff: float = opt(2.0, "Reconnect delay increment in seconds.", min=0.0)
+    rabbit_interval_max: float = opt(30.0, "Largest reconnect delay in seconds.", min=0.0)
+    kombu_reconnect_delay: float = opt(1.0, "Delay before reconnecting after a failure.", min=0.0)
+    direct_mandatory_flag: bool = opt(True, "Publish replies with mandatory=True.")
+    enable_cancel_on_failover: bool = opt(False, "x-cancel-on-ha-failover consumer arg.")
+    ssl: bool = opt(False, "Connect over TLS.")
+    ssl_ca_file: str | None = opt(None, "CA bundle for the broker certificate.")
+    ssl_cert_file: str | None = opt(None, "Client certificate.")
+    ssl_key_file: str | None = opt(None, "Client key.")
+    ssl_enforce_fips_mode: bool = opt(False, "Accepted for compatibility.")
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncschedOptions:
+    """``[asyncsched]``: options of ours with no nova equivalent."""
+
+    driver: str = opt(
+        "filter_scheduler",
+        "Decision driver: filter_scheduler or chance (random up hosts, still claims).",
+        choices=("filter_scheduler", "chance"),
+    )
+    refresh_interval: float = opt(
+        10.0, "Seconds between incremental host-state refreshes.", min=0.1
+    )
+    full_resync_interval: float = opt(
+        300.0, "Seconds between full host-state reloads.", min=1.0
+    )
+    refresh_jitter: float = opt(
+        0.1, "Fraction of the interval added at random to each refresh.", min=0.0, max=1.0
+    )
+    assumed_ttl: float = opt(
+        600.0, "Seconds a claimed-but-unreported consumption is kept on a host.", min=1.0
+    )
+    db_pool_size: int = opt(4, "asyncpg connections per database.", min=1)
+    db_query_timeout: float = opt(30.0, "Seconds before a host-state query is abandoned.", min=1.0)
+    db_reconnect_max: float = opt(30.0, "Largest database reconnect delay in seconds.", min=1.0)
+    max_concurrent_requests: int = opt(
+        32, "select_destinations calls handled at once; more wait in RabbitMQ.", min=1
+    )
+    claim_concurrency: int = opt(
+        8, "Placement claims of one multi-create run at once.", min=1, mutable=True
+    )
+    drain_timeout: float = opt(30.0, "Seconds SIGTERM waits for in-flight calls.", min=0.0)
+    reply_cache_size: int = opt(
+        10000, "Answered _unique_ids remembered to recognise redeliveries.", min=1
+    )
+    reply_cache_ttl: float = opt(3600.0, "Seconds an answered call's reply is kept.", min=1.0)
+    max_message_bytes: int = opt(
+        16 * 1024 * 1024, "Larger messages are rejected as malformed.", min=1024
+    )
+    log_level: str = opt(
+        "INFO",
+        "Log level unless [DEFAULT] debug is set.",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        mutable=True,
+    )
+    health_file: str | None = opt(
+        None, "Write a JSON health snapshot here every refresh (None = off)."
+    )
+
+
+# Section name in the INI file -> attribute of Config.
+SECTIONS: dict[str, str] = {
+    "DEFAULT": "default",
+    "database": "database",
+    "api_database": "api_database",
+    "placement": "placement",
+    "scheduler": "scheduler",
+    "filter_scheduler": "filter_scheduler",
+    "metrics": "metrics",
+    "workarounds": "workarounds",
+    "oslo_messaging_rabbit": "oslo_messaging_rabbit",
+    "asyncsched": "asyncsched",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole effective configuration, validated once at start (or on SIGHUP)."""
+
+    default: DefaultOptions = field(default_factory=DefaultOptions)
+    database: DatabaseOptions = field(default_factory=DatabaseOptions)
+    api_database: ApiDatabaseOptions = field(default_factory=ApiDatabaseOptions)
+    placement: PlacementOptions = field(default_factory=PlacementOptions)
+    scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
+    filter_scheduler: FilterSchedulerOptions = field(default_factory=FilterSchedulerOptions)
+    metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    workarounds: WorkaroundsOptions = field(default_factory=WorkaroundsOptions)
+    oslo_messaging_rabbit: OsloMessagingRabbitOptions = field(
+        default_factory=OsloMessagingRabbitOptions
+    )
+    asyncsched: AsyncschedOptions = field(default_factory=AsyncschedOptions)

@@ -1,0 +1,97 @@
+"""HostState: what the scheduler knows about one compute node, kept live in memory.
+
+One object per compute node lives in the host-state cache for the life of the process. The
+background refresh rewrites its fields from the database; consumption by requests changes
+them under ``lock`` (an ``asyncio.Lock`` per host). ``generation`` increases on every change so
+derived per-request views (e.g. columnar arrays in the scheduler) can tell when to rebuild.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.models import Aggregate
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """The ``services`` row of the host's nova-compute."""
+
+    id: int
+    host: str
+    binary: str = "nova-compute"
+    disabled: bool = False
+    disabled_reason: str | None = None
+    forced_down: bool = False
+    last_seen_up: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    version: int = 0
+    uuid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assumption:
+    """Consumption accepted by Placement but not yet visible in the compute node's row."""
+
+    instance_uuid: str
+    memory_mb: int
+    disk_mb: int
+    vcpus: int
+    created: float  # loop.time()
+    numa_topology: HostNUMATopology | None = None  # host topology after this consume, if any
+    pci_pools: tuple[PciDevicePool, ...] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class HostState:
+    """Mutable, long-lived; mutate only under ``lock`` (refresh and consume)."""
+
+    uuid: str  # compute node uuid == Placement root provider uuid
+    host: str  # service host
+    nodename: str  # hypervisor_hostname
+    cell_uuid: str
+    compute_node_id: int = 0
+    total_usable_ram_mb: int = 0
+    free_ram_mb: int = 0
+    total_usable_disk_gb: int = 0
+    disk_mb_used: int = 0
+    free_disk_mb: int = 0
+    vcpus_total: int = 0
+    vcpus_used: int = 0
+    cpu_allocation_ratio: float = 4.0
+    ram_allocation_ratio: float = 1.0
+    disk_allocation_ratio: float = 1.0
+    num_instances: int = 0
+    num_io_ops: int = 0
+    failed_builds: int = 0
+    stats: dict[str, str] = field(default_factory=dict)
+    host_ip: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    hypervisor_hostname: str | None = None
+    cpu_info: str | None = None  # JSON string, as nova keeps it
+    supported_instances: tuple[tuple[str, str, str], ...] = ()
+    metrics: dict[str, float] = field(default_factory=dict)
+    numa_topology: HostNUMATopology | None = None
+    pci_pools: tuple[PciDevicePool, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ()
+    instances: set[str] = field(default_factory=set)
+    service: ServiceInfo | None = None
+    updated: datetime | None = None
+    assumed: dict[str, Assumption] = field(default_factory=dict)
+    generation: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.host, self.nodename)
+
+    def touch(self) -> None:
+        """Record a change so derived views rebuild."""
+        self.generation += 1

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv with asyncsched and its test extra (real oslo.messaging and Placement included).
+# Re-runs only pip when pyproject.toml changed since the last install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+    .venv/bin/pip install -q -e '.[test]'
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Make sure the real peers the tests and the demo need are installed and answering:
+# RabbitMQ (127.0.0.1:5672, guest/guest) and PostgreSQL (127.0.0.1:5432, trust auth, user root).
+# Installs them with apt where missing, starts them where stopped. Idempotent.
+set -euo pipefail
+
+answers() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+wait_port() {
+    local port=$1 name=$2
+    for _ in $(seq 1 90); do answers "$port" && return 0; sleep 1; done
+    echo "services: $name did not start answering on 127.0.0.1:$port" >&2
+    return 1
+}
+apt_updated=0
+apt_install() {
+    if [ "$apt_updated" = 0 ]; then apt-get update -qq; apt_updated=1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- PostgreSQL -----------------------------------------------------------
+if ! answers 5432; then
+    if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+        echo "services: installing PostgreSQL"
+        apt_install postgresql
+    fi
+    ver=$(ls /etc/postgresql | sort -V | tail -n 1)
+    conf=/etc/postgresql/$ver/main
+    # Loopback trust auth and TCP on 127.0.0.1, as the project's machines have it.
+    if ! grep -q '^host all all 127.0.0.1/32 trust' "$conf/pg_hba.conf"; then
+        sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$conf/pg_hba.conf"
+    fi
+    grep -q "^listen_addresses" "$conf/postgresql.conf" || echo "listen_addresses = '127.0.0.1'" >> "$conf/postgresql.conf"
+    echo "services: starting PostgreSQL $ver"
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
+    wait_port 5432 PostgreSQL
+fi
+if ! psql -h 127.0.0.1 -U root -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+    su postgres -c "psql -Atc \"CREATE ROLE root SUPERUSER LOGIN\"" >/dev/null 2>&1 || true
+fi
+psql -h 127.0.0.1 -U root -d postgres -Atc 'select 1' >/dev/null
+
+# --- RabbitMQ -------------------------------------------------------------
+if ! answers 5672; then
+    if ! command -v rabbitmq-server >/dev/null 2>&1; then
+        echo "services: installing RabbitMQ"
+        apt_install rabbitmq-server
+    fi
+    echo "services: starting RabbitMQ"
+    rabbitmq-server -detached || true
+    wait_port 5672 RabbitMQ
+fi
+# The broker accepts AMQP a little after the port opens; wait for a real handshake.
+for _ in $(seq 1 60); do
+    rabbitmqctl -q status >/dev/null 2>&1 && break
+    sleep 1
+done
+echo "services: PostgreSQL and RabbitMQ are answering"
