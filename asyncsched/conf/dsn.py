@@ -1,0 +1,38 @@
+"""Turn the SQLAlchemy URLs of nova.conf into asyncpg DSNs."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from asyncsched.exceptions import ConfigError
+
+_POSTGRES_SCHEMES = {"postgresql", "postgres"}
+
+
+def to_asyncpg_dsn(url: str) -> str:
+    """``postgresql+psycopg2://u:p@h/db?x=y`` -> ``postgresql://u:p@h/db?x=y``.
+
+    Driver suffixes are dropped. MySQL and any other database are refused with a clear message,
+    because asyncsched reads the nova databases with asyncpg only.
+    """
+    parts = urlsplit(url.strip())
+    dialect = parts.scheme.split("+", 1)[0].lower()
+    if dialect in ("mysql", "mariadb"):
+        raise ConfigError(
+            f"{dialect} database URLs are not supported: asyncsched requires the nova "
+            "databases on PostgreSQL (postgresql://...)"
+        )
+    if dialect not in _POSTGRES_SCHEMES or not parts.netloc and not parts.query:
+        raise ConfigError(
+            f"not a PostgreSQL URL: {redact_url(url)!r} (expected postgresql://user@host/db)"
+        )
+    return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
+
+
+def redact_url(url: str) -> str:
+    """Replace the password of a URL with ``***`` (for logs and check-config)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

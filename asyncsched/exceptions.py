@@ -1,0 +1,63 @@
+"""Errors that cross package boundaries, named after the nova exceptions they stand for.
+
+``NovaException`` subclasses travel to callers as oslo failures with ``module =
+"nova.exception"`` and the class name, so an unmodified nova conductor re-raises them as its own
+classes. Anything else is reported as a generic failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AsyncschedError(Exception):
+    """Base of our own errors."""
+
+
+class ConfigError(AsyncschedError):
+    """An invalid configuration value; the message names file, section, option and value."""
+
+
+class NovaException(AsyncschedError):
+    """An error nova knows by name. ``msg_fmt`` and ``kwargs`` follow nova's exception class."""
+
+    msg_fmt: ClassVar[str] = "An unknown exception occurred."
+    code: ClassVar[int] = 500
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("code", self.code)
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError, ValueError):
+                message = self.msg_fmt
+        self.message = message
+        super().__init__(message)
+
+
+class NoValidHost(NovaException):
+    msg_fmt = "No valid host was found. %(reason)s"
+
+    def __init__(self, reason: str = "", **kwargs: Any) -> None:
+        super().__init__(reason=reason, **kwargs)
+
+    @property
+    def reason(self) -> str:
+        return str(self.kwargs.get("reason", ""))
+
+
+class AllocationUpdateFailed(NovaException):
+    msg_fmt = "Failed to update allocations for consumer %(consumer_uuid)s. Error: %(error)s"
+
+
+class AllocationDeleteFailed(NovaException):
+    msg_fmt = "Failed to delete allocations for consumer %(consumer_uuid)s. Error: %(error)s"
+
+
+class PlacementError(AsyncschedError):
+    """Placement unreachable, timed out, or answered something we cannot use."""
+
+
+class DatabaseUnavailable(AsyncschedError):
+    """A nova database cannot be reached; the cache keeps serving and is marked stale."""

@@ -1,0 +1,57 @@
+"""The filter plugin contract: one filter class per module, nova's class names.
+
+A filter is instantiated once (at start and on SIGHUP) with the configuration. Per request the
+scheduler first asks ``is_active(spec)``: an inactive filter passes every host without being
+called per host, which is how most filters cost nothing on most requests. ``host_passes``
+returns ``None`` when the host passes, or a short reason code ("ram", "disabled", ...) that
+the scheduler counts for diagnosis. The scheduler core may give a filter a faster vectorised
+path; this per-host method is the semantic reference and what third-party filters implement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from asyncsched.conf.options import Config
+from asyncsched.objects.models import RequestSpec
+from asyncsched.state.host_state import HostState
+
+
+@dataclass(slots=True, eq=False)
+class HostCandidate:
+    """A host as one request sees it: the shared state plus request-local data.
+
+    ``allocation_candidates`` are this node's Placement allocation requests (filters may prune
+    them, nova's CandidateFilterMixin); ``limits`` is what filters put in Selection.limits
+    (today only ``numa_topology``).
+    """
+
+    state: HostState
+    allocation_candidates: list[dict[str, Any]] = field(default_factory=list)
+    limits: dict[str, Any] = field(default_factory=dict)
+
+
+class BaseHostFilter:
+    """Base of every host filter."""
+
+    #: nova's class name, as operators write it in ``enabled_filters``.
+    name: ClassVar[str] = ""
+    #: Run only for the first instance of a multi-create (the host list is cumulative).
+    run_filter_once_per_request: ClassVar[bool] = False
+    #: On a rebuild only filters with this flag filter; the others pass every host.
+    RUN_ON_REBUILD: ClassVar[bool] = False
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def check_config(self) -> None:
+        """Raise ``ConfigError`` if this filter cannot run with the configuration."""
+
+    def is_active(self, spec: RequestSpec) -> bool:
+        """False when the filter would pass every host for this request."""
+        return True
+
+    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
+        """``None`` if the host passes, else a short reason code."""
+        raise NotImplementedError
