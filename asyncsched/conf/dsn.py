@@ -22,7 +22,7 @@ def to_asyncpg_dsn(url: str) -> str:
             f"{dialect} database URLs are not supported: asyncsched requires the nova "
             "databases on PostgreSQL (postgresql://...)"
         )
-    if dialect not in _POSTGRES_SCHEMES or not parts.netloc and not parts.query:
+    if dialect not in _POSTGRES_SCHEMES or (not parts.netloc and not parts.query):
         raise ConfigError(
             f"not a PostgreSQL URL: {redact_url(url)!r} (expected postgresql://user@host/db)"
         )

@@ -277,9 +277,7 @@ class OsloMessagingRabbitOptions:
     rabbit_quorum_queue: bool = opt(False, "Topic queues are quorum queues.")
     rabbit_transient_quorum_queue: bool = opt(False, "Fanout and reply queues are quorum queues.")
     rabbit_quorum_delivery_limit: int = opt(0, "x-delivery-limit of quorum queues.", min=0)
-    rabbit_quorum_max_memory_length: int = opt(
-        0, "x-max-in-memory-length of quorum queues.", min=0
-    )
+    rabbit_quorum_max_memory_length: int = opt(0, "x-max-in-memory-length of quorum queues.", min=0)
     rabbit_quorum_max_memory_bytes: int = opt(0, "x-max-in-memory-bytes of quorum queues.", min=0)
     rabbit_transient_queues_ttl: int = opt(
         1800, "Seconds before an unused fanout/reply queue expires.", min=0
@@ -315,9 +313,7 @@ class AsyncschedOptions:
     refresh_interval: float = opt(
         10.0, "Seconds between incremental host-state refreshes.", min=0.1
     )
-    full_resync_interval: float = opt(
-        300.0, "Seconds between full host-state reloads.", min=1.0
-    )
+    full_resync_interval: float = opt(300.0, "Seconds between full host-state reloads.", min=1.0)
     refresh_jitter: float = opt(
         0.1, "Fraction of the interval added at random to each refresh.", min=0.0, max=1.0
     )

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 
-
 @dataclass(frozen=True, slots=True)
 class Flavor:
     memory_mb: int
