@@ -346,6 +346,12 @@ class AsyncschedOptions:
     health_file: str | None = opt(
         None, "Write a JSON health snapshot here every refresh (None = off)."
     )
+    placement_noauth_token: str = opt(
+        "admin",
+        "x-auth-token sent to Placement when [placement] auth_type is none/noauth "
+        "(Placement's noauth2 treats 'admin' as an admin user).",
+        secret=True,
+    )
 
 
 # Section name in the INI file -> attribute of Config.
