@@ -22,8 +22,15 @@ def opt(
     secret: bool = False,
     mutable: bool = False,
     deprecated_names: tuple[str, ...] = (),
+    multi: bool = False,
+    sample_default: str | None = None,
 ) -> Any:
-    """Declare one option. Lists are stored as tuples so sections stay hashable values."""
+    """Declare one option. Lists are stored as tuples so sections stay hashable values.
+
+    ``multi``: a repeated key accumulates one value per line (oslo MultiStrOpt) instead of
+    a comma list where the last line wins. ``sample_default``: what the generated sample
+    shows when the real default depends on the machine (e.g. the host name).
+    """
     meta = {
         "help": help,
         "min": min,
@@ -32,6 +39,8 @@ def opt(
         "secret": secret,
         "mutable": mutable,
         "deprecated_names": deprecated_names,
+        "multi": multi,
+        "sample_default": sample_default,
     }
     if isinstance(default, list):
         default = tuple(default)
@@ -60,6 +69,7 @@ class DefaultOptions:
     host: str = opt(
         socket.gethostname(),
         "Name of this scheduler host; used for the scheduler.<host> queue.",
+        sample_default="<current hostname>",
     )
     service_down_time: int = opt(
         60, "Seconds since the last heartbeat after which a compute service is down.", min=1
@@ -191,7 +201,9 @@ class FilterSchedulerOptions:
     max_instances_per_host: int = opt(50, "NumInstancesFilter threshold.", min=1, mutable=True)
     track_instance_changes: bool = opt(True, "Computes cast instance info to the scheduler.")
     available_filters: tuple[str, ...] = opt(
-        ["nova.scheduler.filters.all_filters"], "Filter classes that may be enabled."
+        ["nova.scheduler.filters.all_filters"],
+        "Filter classes that may be enabled.",
+        multi=True,
     )
     enabled_filters: tuple[str, ...] = opt(
         list(DEFAULT_FILTERS), "Filters applied, in this order.", mutable=True
