@@ -305,6 +305,9 @@ class OsloMessagingRabbitOptions:
     rabbit_interval_max: float = opt(30.0, "Largest reconnect delay in seconds.", min=0.0)
     kombu_reconnect_delay: float = opt(1.0, "Delay before reconnecting after a failure.", min=0.0)
     direct_mandatory_flag: bool = opt(True, "Publish replies with mandatory=True.")
+    kombu_missing_consumer_retry_timeout: int = opt(
+        60, "Seconds a reply to a missing reply queue is retried before it is dropped.", min=0
+    )
     enable_cancel_on_failover: bool = opt(False, "x-cancel-on-ha-failover consumer arg.")
     ssl: bool = opt(False, "Connect over TLS.")
     ssl_ca_file: str | None = opt(None, "CA bundle for the broker certificate.")
