@@ -1,0 +1,561 @@
+"""Async Placement client: one pooled aiohttp session for candidates, claims and rollback.
+
+Behaviour mirrors nova's SchedulerReportClient (``get_allocation_candidates``,
+``claim_resources`` with its ``@retries``, ``delete_allocation_for_instance``) but every call is
+a coroutine on a shared keep-alive pool, responses are parsed in one pass, and a failure is
+always a typed error carrying the real cause instead of a silent ``None``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from asyncsched.conf.dsn import redact_url
+from asyncsched.conf.options import PlacementOptions
+from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, PlacementError
+from asyncsched.placement.auth import Auth, make_auth
+from asyncsched.placement.query import ResourceRequest
+
+LOG = logging.getLogger(__name__)
+
+CANDIDATES_VERSION = "1.36"  # what nova uses for GET /allocation_candidates and the claim
+CONSUMER_GENERATION_VERSION = "1.28"
+CONSUMER_TYPE_VERSION = "1.38"
+DEFAULT_TIMEOUT = 30.0
+CLAIM_ATTEMPTS = 4  # nova's @retries
+DELETE_ATTEMPTS = 4
+
+
+class PlacementConnectionError(PlacementError):
+    """The request never reached Placement (refused, DNS, reset before sending)."""
+
+
+class PlacementTimeout(PlacementError):
+    """No answer in time; a write may or may not have been applied."""
+
+
+class PlacementHTTPError(PlacementError):
+    """Placement answered with an unexpected status."""
+
+    def __init__(self, message: str, status: int, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class _Retry(Exception):
+    """A resource-provider generation race: nova retries the claim locally."""
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """A parsed GET /allocation_candidates answer.
+
+    The dicts are Placement's own JSON objects, shared, not copied: treat them as read-only
+    (the claim makes its own shallow payload).
+    """
+
+    allocation_requests: list[dict[str, Any]]
+    provider_summaries: dict[str, Any]
+    alloc_reqs_by_rp_uuid: dict[str, list[dict[str, Any]]]
+    version: str = CANDIDATES_VERSION
+
+    @classmethod
+    def parse(cls, body: Mapping[str, Any], version: str = CANDIDATES_VERSION) -> Candidates:
+        """One pass over the allocation requests; every rp (root or nested) is indexed."""
+        areqs = body.get("allocation_requests")
+        summaries = body.get("provider_summaries")
+        if not isinstance(areqs, list) or not isinstance(summaries, dict):
+            raise PlacementError("Placement's allocation candidates answer is malformed")
+        by_rp: dict[str, list[dict[str, Any]]] = {}
+        for ar in areqs:
+            for rp in ar["allocations"]:
+                lst = by_rp.get(rp)
+                if lst is None:
+                    by_rp[rp] = [ar]
+                else:
+                    lst.append(ar)
+        return cls(areqs, summaries, by_rp, version)
+
+    @classmethod
+    def empty(cls) -> Candidates:
+        return cls([], {}, {}, CANDIDATES_VERSION)
+
+    def merge(self, other: Candidates) -> Candidates:
+        """nova's PCPU fallback: append the other query's requests, merge the summaries."""
+        by_rp = {rp: list(v) for rp, v in self.alloc_reqs_by_rp_uuid.items()}
+        for rp, lst in other.alloc_reqs_by_rp_uuid.items():
+            by_rp.setdefault(rp, []).extend(lst)
+        return Candidates(
+            self.allocation_requests + other.allocation_requests,
+            {**self.provider_summaries, **other.provider_summaries},
+            by_rp,
+            self.version,
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.allocation_requests)
+
+
+@dataclass(slots=True)
+class _Stats:
+    calls: int = 0
+    errors: int = 0
+    claims: int = 0
+    claim_conflicts: int = 0
+    deletes: int = 0
+    delete_failures: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_ok_at: float | None = None
+    durations: dict[str, float] = field(default_factory=dict)
+
+
+class PlacementClient:
+    """Long-lived Placement client. Use ``async with`` or start()/close()."""
+
+    def __init__(
+        self,
+        options: PlacementOptions,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        noauth_token: str | None = "admin",
+        pool_size: int = 64,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._options = options
+        self._timeout_s = options.timeout if options.timeout else DEFAULT_TIMEOUT
+        self._timeout = aiohttp.ClientTimeout(total=self._timeout_s)
+        self._session = session
+        self._own_session = session is None
+        self._pool_size = pool_size
+        self._auth: Auth = make_auth(options, noauth_token=noauth_token, timeout=self._timeout_s)
+        self._endpoint: str | None = None
+        self._connect_retries = options.connect_retries or 0
+        self.max_version: str | None = None
+        self._rng = rng or random.Random()
+        self._stats = _Stats()
+
+    # ---- lifecycle ----
+
+    async def __aenter__(self) -> PlacementClient:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the pool, authenticate, find the endpoint and negotiate the microversion."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._pool_size, ttl_dns_cache=300, ssl=self._ssl()
+            )
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+            self._own_session = True
+        self._endpoint = (await self._auth.endpoint(self._session)).rstrip("/")
+        status, body = await self._request("GET", "/", version=None)
+        if status != 200 or not isinstance(body, dict):
+            raise PlacementHTTPError(
+                f"Placement at {self.endpoint} answered GET / with HTTP {status}", status
+            )
+        versions = body.get("versions") or []
+        max_version = max(
+            (v.get("max_version") or "1.0" for v in versions if isinstance(v, dict)),
+            key=version_tuple,
+            default="1.0",
+        )
+        if version_tuple(max_version) < version_tuple(CANDIDATES_VERSION):
+            raise PlacementError(
+                f"Placement at {self.endpoint} supports microversions up to {max_version}; "
+                f"asyncsched needs {CANDIDATES_VERSION}"
+            )
+        self.max_version = max_version
+        LOG.info("placement: %s, max microversion %s", self.endpoint, max_version)
+
+    def _ssl(self) -> Any:
+        o = self._options
+        if o.insecure:
+            return False
+        if o.cafile or o.certfile:
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=o.cafile)
+            if o.certfile:
+                ctx.load_cert_chain(o.certfile, o.keyfile)
+            return ctx
+        return None
+
+    async def close(self) -> None:
+        if self._session is not None and self._own_session:
+            await self._session.close()
+        self._session = None if self._own_session else self._session
+
+    @property
+    def endpoint(self) -> str:
+        return redact_url(self._endpoint or self._options.endpoint_override or "?")
+
+    def supports(self, version: str) -> bool:
+        return self.max_version is not None and version_tuple(self.max_version) >= version_tuple(
+            version
+        )
+
+    def health(self) -> dict[str, Any]:
+        s = self._stats
+        return {
+            "endpoint": self.endpoint,
+            "started": self.max_version is not None and self._session is not None,
+            "max_version": self.max_version,
+            "calls": s.calls,
+            "errors": s.errors,
+            "claims": s.claims,
+            "claim_conflicts": s.claim_conflicts,
+            "deletes": s.deletes,
+            "delete_failures": s.delete_failures,
+            "last_error": s.last_error,
+            "last_error_age_s": None
+            if s.last_error_at is None
+            else round(time.monotonic() - s.last_error_at, 3),
+            "last_ok_age_s": None
+            if s.last_ok_at is None
+            else round(time.monotonic() - s.last_ok_at, 3),
+            "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
+        }
+
+    # ---- transport ----
+
+    def _fail(self, err: PlacementError) -> PlacementError:
+        self._stats.errors += 1
+        self._stats.last_error = str(err)
+        self._stats.last_error_at = time.monotonic()
+        return err
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        version: str | None,
+        query: str | None = None,
+        body: Any = None,
+        op: str | None = None,
+    ) -> tuple[int, Any]:
+        """One HTTP call: (status, parsed JSON or None). Raises PlacementError subclasses."""
+        session = self._session
+        if session is None or self._endpoint is None:
+            raise PlacementError("PlacementClient used before start()")
+        raw = self._endpoint + path + (f"?{query}" if query else "")
+        url = URL(raw, encoded=True)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        what = f"{method} {path}"
+        attempt = 0
+        reauthed = False
+        self._stats.calls += 1
+        t0 = time.perf_counter()
+        while True:
+            headers = {"Accept": "application/json", "User-Agent": "asyncsched"}
+            if version is not None:
+                headers["OpenStack-API-Version"] = f"placement {version}"
+            if data is not None:
+                headers["Content-Type"] = "application/json"
+            token = await self._auth.token(session)
+            if token is not None:
+                headers["X-Auth-Token"] = token
+            try:
+                async with session.request(
+                    method, url, data=data, headers=headers, timeout=self._timeout
+                ) as resp:
+                    status = resp.status
+                    payload = await resp.read()
+                    ctype = resp.headers.get("Content-Type", "")
+            except aiohttp.ClientConnectorError as exc:
+                if attempt < self._connect_retries:
+                    attempt += 1
+                    await asyncio.sleep(min(0.5 * attempt, 2.0))
+                    continue
+                raise self._fail(
+                    PlacementConnectionError(
+                        f"Placement unreachable at {self.endpoint} ({what}): {exc}"
+                    )
+                ) from exc
+            except TimeoutError as exc:
+                raise self._fail(
+                    PlacementTimeout(
+                        f"Placement at {self.endpoint} did not answer {what} within "
+                        f"{self._timeout_s:g} s"
+                    )
+                ) from exc
+            except aiohttp.ClientError as exc:
+                raise self._fail(
+                    PlacementConnectionError(
+                        f"Placement connection failed at {self.endpoint} ({what}): "
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                ) from exc
+            if status == 401 and not reauthed:
+                reauthed = True
+                self._auth.invalidate()
+                continue
+            break
+        self._stats.durations[op or method] = time.perf_counter() - t0
+        if status >= 500 or status == 401 or status == 403:
+            text = payload[:300].decode("utf-8", "replace")
+            raise self._fail(
+                PlacementHTTPError(
+                    f"Placement at {self.endpoint} answered {what} with HTTP {status}: {text}",
+                    status,
+                )
+            )
+        parsed: Any = None
+        if payload:
+            try:
+                parsed = json.loads(payload)
+            except ValueError as exc:
+                raise self._fail(
+                    PlacementError(
+                        f"Placement at {self.endpoint} answered {what} with HTTP {status} and a "
+                        f"non-JSON body ({ctype or 'no content type'})"
+                    )
+                ) from exc
+        self._stats.last_ok_at = time.monotonic()
+        return status, parsed
+
+    # ---- candidates ----
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        """GET /allocation_candidates at 1.36; an empty answer is an empty Candidates."""
+        qs = request.to_querystring()
+        status, body = await self._request(
+            "GET",
+            "/allocation_candidates",
+            version=CANDIDATES_VERSION,
+            query=qs,
+            op="allocation_candidates",
+        )
+        if status != 200 or not isinstance(body, dict):
+            raise self._fail(
+                PlacementHTTPError(
+                    f"Placement refused GET /allocation_candidates?{qs}: HTTP {status} "
+                    f"{_error_detail(body)}",
+                    status,
+                    _error_code(body),
+                )
+            )
+        return Candidates.parse(body, CANDIDATES_VERSION)
+
+    # ---- allocations ----
+
+    async def get_allocations(self, consumer_uuid: str) -> dict[str, Any]:
+        """GET /allocations/{consumer} at 1.28: allocations and consumer_generation."""
+        status, body = await self._request(
+            "GET",
+            f"/allocations/{consumer_uuid}",
+            version=CONSUMER_GENERATION_VERSION,
+            op="get_allocations",
+        )
+        if status != 200 or not isinstance(body, dict):
+            raise self._fail(
+                PlacementHTTPError(
+                    f"GET /allocations/{consumer_uuid}: HTTP {status} {_error_detail(body)}",
+                    status,
+                )
+            )
+        return body
+
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = CANDIDATES_VERSION,
+        may_have_allocations: bool = False,
+        consumer_type: str = "INSTANCE",
+    ) -> bool:
+        """nova's claim_resources: True once Placement answered 204.
+
+        Provider-generation races are retried (4 attempts, sleep uniform(0, 2*attempt));
+        a consumer-generation conflict raises AllocationUpdateFailed; anything else is False
+        with the cause logged.
+        """
+        self._stats.claims += 1
+        for attempt in range(CLAIM_ATTEMPTS):
+            delay = self._rng.uniform(0, attempt * 2)
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                return await self._claim_once(
+                    consumer_uuid,
+                    allocation_request,
+                    project_id=project_id,
+                    user_id=user_id,
+                    version=allocation_request_version,
+                    may_have_allocations=may_have_allocations,
+                    consumer_type=consumer_type,
+                )
+            except _Retry:
+                self._stats.claim_conflicts += 1
+                LOG.debug(
+                    "placement: provider generation race claiming %s (attempt %d); retrying",
+                    consumer_uuid,
+                    attempt + 1,
+                )
+            except PlacementTimeout as exc:
+                # The PUT may have been applied: remove it rather than leak it.
+                LOG.error("placement: claim for %s timed out (%s); removing it", consumer_uuid, exc)
+                try:
+                    await self.delete_allocation(consumer_uuid)
+                except (AllocationDeleteFailed, PlacementError):
+                    pass  # logged loudly by delete_allocation
+                return False
+            except PlacementError as exc:
+                LOG.error("placement: claim for %s failed: %s", consumer_uuid, exc)
+                return False
+        LOG.error("placement: claim for %s failed: out of retries", consumer_uuid)
+        return False
+
+    async def _claim_once(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        version: str,
+        may_have_allocations: bool,
+        consumer_type: str,
+    ) -> bool:
+        payload: dict[str, Any] = dict(allocation_request)  # shallow: shared request untouched
+        consumer_generation: int | None = None
+        if may_have_allocations:
+            current = await self.get_allocations(consumer_uuid)
+            current_allocs = current.get("allocations") or {}
+            if current_allocs:
+                if "consumer_generation" in allocation_request:
+                    consumer_generation = allocation_request["consumer_generation"]
+                else:
+                    consumer_generation = current.get("consumer_generation")
+                payload = _doubled_up(current_allocs, allocation_request)
+        payload["project_id"] = project_id
+        payload["user_id"] = user_id
+        vt = version_tuple(version)
+        if vt >= version_tuple(CONSUMER_GENERATION_VERSION):
+            payload["consumer_generation"] = consumer_generation
+        if vt >= version_tuple(CONSUMER_TYPE_VERSION):
+            payload["consumer_type"] = consumer_type
+        status, body = await self._request(
+            "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"
+        )
+        if status == 204:
+            return True
+        code, detail = _error_code(body), _error_detail(body)
+        if code == "placement.concurrent_update":
+            if "consumer generation conflict" in detail:
+                raise AllocationUpdateFailed(
+                    consumer_uuid=consumer_uuid,
+                    error=f"another process changed the consumer {consumer_uuid} during the claim",
+                )
+            raise _Retry(detail)
+        LOG.warning(
+            "placement: claim for %s refused: HTTP %s %s %s", consumer_uuid, status, code, detail
+        )
+        return False
+
+    async def delete_allocation(self, consumer_uuid: str) -> None:
+        """DELETE /allocations/{consumer}; 404 is fine; retried; then AllocationDeleteFailed."""
+        self._stats.deletes += 1
+        last = ""
+        for attempt in range(DELETE_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(self._rng.uniform(0, 0.25 * 2**attempt))
+            try:
+                status, body = await self._request(
+                    "DELETE",
+                    f"/allocations/{consumer_uuid}",
+                    version=CANDIDATES_VERSION,
+                    op="delete_allocation",
+                )
+            except PlacementError as exc:
+                last = str(exc)
+                continue
+            if status in (204, 404):
+                return
+            last = f"HTTP {status} {_error_detail(body)}"
+        self._stats.delete_failures += 1
+        LOG.error(
+            "placement: LEAKED ALLOCATION: could not delete the allocations of consumer %s "
+            "after %d attempts: %s",
+            consumer_uuid,
+            DELETE_ATTEMPTS,
+            last,
+        )
+        raise AllocationDeleteFailed(consumer_uuid=consumer_uuid, error=last)
+
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None:
+        """Delete every given consumer's allocations concurrently; raise if any is left."""
+        uuids = list(dict.fromkeys(consumer_uuids))
+        if not uuids:
+            return
+        results = await asyncio.gather(
+            *(self.delete_allocation(u) for u in uuids), return_exceptions=True
+        )
+        failed = [
+            (u, r) for u, r in zip(uuids, results, strict=True) if isinstance(r, BaseException)
+        ]
+        if failed:
+            first = failed[0][1]
+            if len(failed) == 1 and isinstance(first, AllocationDeleteFailed):
+                raise first
+            raise AllocationDeleteFailed(
+                consumer_uuid=",".join(u for u, _ in failed),
+                error="; ".join(str(r) for _, r in failed),
+            )
+
+
+def _doubled_up(source_allocs: Mapping[str, Any], dest: Mapping[str, Any]) -> dict[str, Any]:
+    """nova's _move_operation_alloc_request: source allocations plus the new destination ones."""
+    allocs: dict[str, Any] = {rp: {"resources": a["resources"]} for rp, a in source_allocs.items()}
+    for rp, a in dest["allocations"].items():
+        if rp not in source_allocs:
+            allocs[rp] = a
+    return {"allocations": allocs}
+
+
+def _error(body: Any) -> Mapping[str, Any]:
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return errors[0]
+    return {}
+
+
+def _error_code(body: Any) -> str | None:
+    code = _error(body).get("code")
+    return code if isinstance(code, str) else None
+
+
+def _error_detail(body: Any) -> str:
+    detail = _error(body).get("detail")
+    return detail if isinstance(detail, str) else ""
