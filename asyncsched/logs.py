@@ -1,0 +1,121 @@
+"""Logging: one line per event, request ids on every line, secrets never written.
+
+- :func:`request_context` binds ``request_id`` / ``global_request_id`` in a contextvar; every
+  line logged while it is active (in that task and the tasks it creates) carries them, like
+  oslo.log's ``[req-... greq-...]`` prefix. The RPC layer wraps each call in it.
+- :class:`OneLineFormatter` folds tracebacks and multi-line messages into one line (journald
+  and log shippers then keep an event together) and masks secrets in the final text: the
+  ``_context_auth_token`` of a message, passwords in URLs, ``password=...`` pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TextIO
+
+from asyncsched.conf.options import Config
+from asyncsched.conf.redact import mask_secrets
+
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s [%(request_ids)s] %(message)s"
+ROOT_LOGGER = "asyncsched"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestIds:
+    """The ids of the request being handled; either may be unknown."""
+
+    request_id: str | None = None
+    global_request_id: str | None = None
+
+    def render(self) -> str:
+        parts = [self.request_id or "-"]
+        if self.global_request_id:
+            parts.append(self.global_request_id)
+        return " ".join(parts)
+
+
+_current: ContextVar[RequestIds | None] = ContextVar("asyncsched_request_ids", default=None)
+
+
+@contextlib.contextmanager
+def request_context(
+    request_id: str | None, global_request_id: str | None = None
+) -> Iterator[RequestIds]:
+    """Tag every log line emitted inside the block with these request ids."""
+    ids = RequestIds(request_id, global_request_id)
+    token = _current.set(ids)
+    try:
+        yield ids
+    finally:
+        _current.reset(token)
+
+
+def current_request_ids() -> RequestIds | None:
+    """The ids bound by the innermost active :func:`request_context`, if any."""
+    return _current.get()
+
+
+class RequestContextFilter(logging.Filter):
+    """Puts ``record.request_ids`` on every record (``-`` outside a request)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ids = _current.get()
+        record.request_ids = ids.render() if ids is not None else "-"
+        return True
+
+
+class OneLineFormatter(logging.Formatter):
+    """Format, fold to one line, then mask secrets in the whole line (args and tracebacks too)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not hasattr(record, "request_ids"):
+            RequestContextFilter().filter(record)
+        text = super().format(record)
+        return mask_secrets(text.rstrip("\n").replace("\r", "").replace("\n", " | "))
+
+
+def log_level(config: Config) -> int:
+    """``[DEFAULT] debug = true`` wins over ``[asyncsched] log_level``."""
+    if config.default.debug:
+        return logging.DEBUG
+    return logging.getLevelName(config.asyncsched.log_level)  # type: ignore[no-any-return]
+
+
+def setup_logging(config: Config, stream: TextIO | None = None) -> logging.Handler:
+    """Configure the root logger once at start: one handler, our formatter and filters.
+
+    Logs go to ``[DEFAULT] log_file`` if set (reopened when logrotate moves it), else to
+    stderr (journald under systemd). Returns the handler (tests inspect or remove it).
+    """
+    handler: logging.Handler
+    if config.default.log_file:
+        handler = logging.handlers.WatchedFileHandler(config.default.log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(OneLineFormatter(LOG_FORMAT))
+    handler.addFilter(RequestContextFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_asyncsched", False):
+            root.removeHandler(old)
+            old.close()
+    setattr(handler, "_asyncsched", True)  # noqa: B010 (marks the handler we own)
+    root.addHandler(handler)
+    apply_log_level(config)
+    return handler
+
+
+def apply_log_level(config: Config) -> None:
+    """Set the level from the config; called at start and on SIGHUP."""
+    logging.getLogger().setLevel(log_level(config))
+    # Third-party chatter stays at WARNING unless we debug.
+    for noisy in ("aio_pika", "aiormq", "asyncio"):
+        logging.getLogger(noisy).setLevel(
+            logging.DEBUG if config.default.debug else logging.WARNING
+        )

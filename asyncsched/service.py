@@ -1,0 +1,361 @@
+"""The service shell: ordered start, systemd readiness and watchdog, drain on SIGTERM,
+reload on SIGHUP.
+
+A :class:`Service` owns a list of :class:`Component` objects and knows nothing of what they do.
+Start order is the list order (host state -> Placement -> AMQP consumers), so by the time the
+consumers take messages everything they need is up; stop order is the reverse, so the consumers
+stop taking messages first and the in-flight requests can still use the rest while they finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from asyncsched.conf.loader import ConfigSources, load
+from asyncsched.conf.options import SECTIONS, Config
+from asyncsched.exceptions import ConfigError
+from asyncsched.logs import apply_log_level
+from asyncsched.notify import SystemdNotifier
+
+LOG = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT = 10.0  # seconds one component may take to close before we move on
+
+
+@runtime_checkable
+class Component(Protocol):
+    """A long-lived part of the daemon with an explicit lifecycle.
+
+    Optional extras, found with :class:`Drainable` / :class:`Reconfigurable`:
+    ``async drain(timeout)`` = stop taking new work and wait (at most ``timeout`` s) for the
+    work in flight; ``reconfigure(config)`` (sync or async) = apply the reloadable options of a
+    new Config on SIGHUP without dropping work.
+    """
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def health(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class Drainable(Protocol):
+    async def drain(self, timeout: float) -> None: ...  # noqa: ASYNC109 (a budget, not a wait)
+
+
+@runtime_checkable
+class Reconfigurable(Protocol):
+    def reconfigure(self, config: Config) -> Awaitable[None] | None: ...
+
+
+class ServiceStartError(Exception):
+    """A component failed to start; what had started was closed again."""
+
+
+def changed_options(old: Config, new: Config) -> list[tuple[str, str, bool]]:
+    """(section, option, mutable) of every option whose value differs between the configs."""
+    out: list[tuple[str, str, bool]] = []
+    for ini_name, attr in SECTIONS.items():
+        before, after = getattr(old, attr), getattr(new, attr)
+        for f in dataclasses.fields(before):
+            if getattr(before, f.name) != getattr(after, f.name):
+                out.append((ini_name, f.name, bool(f.metadata.get("mutable"))))
+    return out
+
+
+def apply_mutable(old: Config, new: Config) -> Config:
+    """``old`` with only the reloadable (mutable=True) options taken from ``new``."""
+    sections: dict[str, Any] = {}
+    for attr in SECTIONS.values():
+        before, after = getattr(old, attr), getattr(new, attr)
+        updates = {
+            f.name: getattr(after, f.name)
+            for f in dataclasses.fields(before)
+            if f.metadata.get("mutable") and getattr(before, f.name) != getattr(after, f.name)
+        }
+        sections[attr] = dataclasses.replace(before, **updates) if updates else before
+    return Config(**sections)
+
+
+class Service:
+    """Run components under the signal and systemd contract of ``asyncsched serve``."""
+
+    def __init__(
+        self,
+        config: Config,
+        components: Sequence[Component],
+        notifier: SystemdNotifier | None = None,
+        config_files: ConfigSources | Sequence[str] = (),
+        *,
+        loader: Callable[[ConfigSources], Config] | None = None,
+    ) -> None:
+        self._config = config
+        self._components = list(components)
+        self._notifier = notifier if notifier is not None else SystemdNotifier(None)
+        self._sources = (
+            config_files
+            if isinstance(config_files, ConfigSources)
+            else ConfigSources.of(config_files)
+        )
+        self._loader = loader if loader is not None else (lambda s: load(s).config)
+        self._started: list[Component] = []
+        self._state = "new"
+        self._stop = asyncio.Event()
+        self._force = asyncio.Event()
+        self._reload_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------------- public API
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force (reloadable options updated by SIGHUP)."""
+        return self._config
+
+    @property
+    def state(self) -> str:
+        """new, starting, running, stopping, stopped or failed."""
+        return self._state
+
+    def health(self) -> dict[str, Any]:
+        """State of the service and of each component, for a health endpoint or file."""
+        comps: dict[str, Any] = {}
+        for comp in self._components:
+            try:
+                comps[comp.name] = dict(comp.health())
+            except Exception as exc:  # a broken health() must not break the caller
+                comps[comp.name] = {"error": repr(exc)}
+        return {"state": self._state, "components": comps}
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (SIGTERM/SIGINT); a second request skips the drain wait."""
+        if self._stop.is_set():
+            LOG.warning("second stop request: not waiting for in-flight work any longer")
+            self._force.set()
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        """Schedule a reload of the config files (SIGHUP)."""
+        if self._state != "running":
+            LOG.warning("SIGHUP ignored: service is %s", self._state)
+            return
+        self._spawn(self.reload())
+
+    async def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT, drain and stop. Returns the exit code."""
+        loop = asyncio.get_running_loop()
+        installed = self._install_signals(loop)
+        loop.set_exception_handler(_log_loop_exception)
+        try:
+            try:
+                await self.start()
+            except ServiceStartError as exc:
+                LOG.error("start-up failed: %s", exc)
+                return 1
+            if not self._stop.is_set():
+                await self._stop.wait()
+            await self.stop()
+            return 0
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    async def start(self) -> None:
+        """Start the components in order; READY=1 when all are up.
+
+        A stop request during start-up cancels the component being started. On any failure
+        the components already started are closed in reverse order and ServiceStartError is
+        raised.
+        """
+        self._state = "starting"
+        total = len(self._components)
+        for index, comp in enumerate(self._components, start=1):
+            if self._stop.is_set():
+                break
+            self._notifier.status(f"starting {comp.name} ({index}/{total})")
+            LOG.info("starting %s (%d/%d)", comp.name, index, total)
+            starting = asyncio.ensure_future(comp.start())
+            stopping = asyncio.ensure_future(self._stop.wait())
+            try:
+                await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+            if not starting.done():
+                starting.cancel()
+                with contextlib.suppress(BaseException):
+                    await starting
+                LOG.warning("stop requested while starting %s", comp.name)
+                self._started.append(comp)  # it may hold half-open resources: close it
+                break
+            exc = starting.exception()
+            if exc is not None:
+                self._state = "failed"
+                self._notifier.status(f"failed to start {comp.name}: {exc}")
+                await self._close_all()
+                self._notifier.close()
+                raise ServiceStartError(f"{comp.name} failed to start: {exc!r}") from exc
+            self._started.append(comp)
+        if self._stop.is_set():
+            return
+        self._state = "running"
+        names = ", ".join(c.name for c in self._components) or "no components"
+        self._notifier.ready(status=f"ready: {names}")
+        LOG.info("asyncsched ready (%s)", names)
+        interval = self._notifier.watchdog_interval
+        if interval is not None:
+            self._watchdog = asyncio.create_task(self._ping_watchdog(interval))
+
+    async def stop(self) -> None:
+        """STOPPING=1, drain in reverse order within drain_timeout, close in reverse order."""
+        if self._state == "stopped":
+            return
+        self._state = "stopping"
+        timeout = self._config.asyncsched.drain_timeout
+        self._notifier.stopping(status=f"draining in-flight requests (up to {timeout:g} s)")
+        LOG.info("stopping: draining for up to %g s", timeout)
+        await self._drain_all(timeout)
+        self._notifier.status("closing connections")
+        await self._close_all()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        for task in list(self._tasks):
+            task.cancel()
+        self._state = "stopped"
+        self._notifier.close()
+        LOG.info("asyncsched stopped")
+
+    async def reload(self) -> bool:
+        """Re-read the config files; apply the reloadable options or keep the old config.
+
+        Returns True when the new configuration was applied.
+        """
+        async with self._reload_lock:
+            self._notifier.reloading()
+            LOG.info("SIGHUP: reloading configuration")
+            try:
+                new = await asyncio.to_thread(self._loader, self._sources)
+            except ConfigError as exc:
+                LOG.error("reload failed, keeping the running configuration: %s", exc)
+                self._notifier.ready(status=f"running; last reload failed: {exc}")
+                return False
+            except Exception as exc:
+                LOG.exception("reload failed, keeping the running configuration: %r", exc)
+                self._notifier.ready(status="running; last reload failed")
+                return False
+            changes = changed_options(self._config, new)
+            for section, option, mutable in changes:
+                if not mutable:
+                    LOG.warning(
+                        "[%s] %s changed in the config files but needs a restart; "
+                        "keeping the running value",
+                        section,
+                        option,
+                    )
+            effective = apply_mutable(self._config, new)
+            self._config = effective
+            apply_log_level(effective)
+            for comp in self._started:
+                if isinstance(comp, Reconfigurable):
+                    try:
+                        result = comp.reconfigure(effective)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception:
+                        LOG.exception("%s failed to apply the reloaded configuration", comp.name)
+            applied = [f"[{s}] {o}" for s, o, m in changes if m]
+            LOG.info(
+                "configuration reloaded: %s",
+                ", ".join(applied) if applied else "no reloadable option changed",
+            )
+            self._notifier.ready(status=f"ready; reloaded ({len(applied)} options changed)")
+            return True
+
+    # ---------------------------------------------------------------- internals
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        installed: list[int] = []
+        handlers: dict[int, Callable[[], None]] = {
+            signal.SIGTERM: self.request_stop,
+            signal.SIGINT: self.request_stop,
+            signal.SIGHUP: self.request_reload,
+        }
+        for sig, handler in handlers.items():
+            try:
+                loop.add_signal_handler(sig, handler)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                LOG.debug("cannot handle signal %s here (not the main thread?)", sig)
+        return installed
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ping_watchdog(self, interval: float) -> None:
+        """WATCHDOG=1 from the event loop itself: a blocked loop stops the pings."""
+        while True:
+            self._notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    async def _drain_all(self, budget: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        for comp in reversed(self._started):
+            if not isinstance(comp, Drainable):
+                continue
+            remaining = max(0.0, deadline - loop.time())
+            draining = asyncio.ensure_future(comp.drain(remaining))
+            forced = asyncio.ensure_future(self._force.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {draining, forced}, timeout=remaining + 0.5, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                forced.cancel()
+            if draining in done:
+                exc = draining.exception()
+                if exc is not None:
+                    LOG.error("draining %s failed: %r", comp.name, exc)
+                continue
+            draining.cancel()
+            with contextlib.suppress(BaseException):
+                await draining
+            LOG.warning(
+                "%s still had work in flight when the drain %s; closing anyway",
+                comp.name,
+                "was cut short" if self._force.is_set() else f"timeout ({budget:g} s) expired",
+            )
+
+    async def _close_all(self) -> None:
+        while self._started:
+            comp = self._started.pop()
+            try:
+                await asyncio.wait_for(comp.close(), CLOSE_TIMEOUT)
+            except TimeoutError:
+                LOG.error("closing %s took longer than %g s; abandoned", comp.name, CLOSE_TIMEOUT)
+            except Exception as exc:
+                LOG.error("closing %s failed: %r", comp.name, exc)
+
+
+def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Unhandled errors in stray tasks are logged (masked, one line), never fatal."""
+    exc = context.get("exception")
+    LOG.error(
+        "unhandled error in the event loop: %s",
+        context.get("message", "-"),
+        exc_info=exc if isinstance(exc, BaseException) else None,
+    )
