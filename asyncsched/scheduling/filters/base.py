@@ -10,6 +10,7 @@ path; this per-host method is the semantic reference and what third-party filter
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -55,3 +56,24 @@ class BaseHostFilter:
     def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
         """``None`` if the host passes, else a short reason code."""
         raise NotImplementedError
+
+    # -- optional fast path (additions; the per-host method above stays the reference) ------
+
+    def state_passes(self, state: HostState, spec: RequestSpec) -> str | None:
+        """Like ``host_passes`` for filters that read only the shared HostState.
+
+        A filter that overrides this declares it never looks at request-local candidates or
+        limits, so the scheduler core may call it (or ``filter_states``) on bare HostStates
+        without building a HostCandidate per host.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def is_state_only(cls) -> bool:
+        """True when the class overrides ``state_passes`` (the core may skip HostCandidate)."""
+        return cls.state_passes is not BaseHostFilter.state_passes
+
+    def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
+        """A reason code (or None) per host; override to hoist per-request work out of the loop."""
+        passes = self.state_passes
+        return [passes(s, spec) for s in states]

@@ -7,11 +7,14 @@ host's aggregate metadata values for ``aggregate_key``) and summed over weighers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
+from asyncsched.scheduling.aggregate_utils import weight_multiplier
 from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.state.host_state import HostState
 
 
 class BaseHostWeigher:
@@ -35,3 +38,15 @@ class BaseHostWeigher:
     def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
         """The raw score of one host."""
         raise NotImplementedError
+
+    # -- optional fast path (additions) ----------------------------------------------------
+
+    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
+        """Raw scores of many hosts at once; override with a tight loop over bare HostStates."""
+        return [self.weigh(HostCandidate(s), spec) for s in states]
+
+    def multiplier(self, host: HostState) -> float:
+        """The per-host multiplier: the minimum aggregate override, else the config value."""
+        if self.aggregate_key is None:
+            return self.config_multiplier()
+        return weight_multiplier(host, self.aggregate_key, self.config_multiplier())

@@ -1,0 +1,140 @@
+"""ImagePropertiesFilter: the host supports the image's arch / hypervisor type / vm mode."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from asyncsched.objects.models import ImageMetaProps, RequestSpec
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.state.host_state import HostState
+
+
+def canonical_arch(value: str | None) -> str | None:
+    """nova's Architecture.canonicalize (without raising on unknown names)."""
+    if value is None:
+        return None
+    v = value.lower()
+    if v in ("i386", "i486", "i586", "x86_32", "x86_32p"):
+        return "i686"
+    if v == "amd64":
+        return "x86_64"
+    return v
+
+
+def canonical_hv_type(value: str | None) -> str | None:
+    if value is None:
+        return None
+    v = value.lower()
+    return "xen" if v == "xapi" else v
+
+
+def canonical_vm_mode(value: str | None) -> str | None:
+    if value is None:
+        return None
+    v = value.lower()
+    return {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}.get(v, v)
+
+
+def version_to_str(version: int) -> str:
+    """oslo's convert_version_to_str: 6002001 -> '6.2.1'."""
+    parts: list[str] = []
+    while version != 0:
+        parts.insert(0, str(version % 1000))
+        version //= 1000
+    return ".".join(parts)
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
+_PRED = re.compile(r"^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
+_CMP = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def version_satisfies(predicate: str, version: str) -> bool:
+    """oslo VersionPredicate: comma-separated ``op version`` terms, all must hold."""
+    have = _vtuple(version)
+    for term in predicate.split(","):
+        m = _PRED.match(term)
+        if m is None:
+            return False  # nova raises ValueError; an unparsable predicate matches nothing
+        if not _CMP[m.group(1)](have, _vtuple(m.group(2))):
+            return False
+    return True
+
+
+def _maxphysaddr_bits(cpu_info: str | None) -> Any:
+    if not cpu_info:
+        return None
+    try:
+        info = json.loads(cpu_info)
+    except ValueError:
+        return None
+    if not isinstance(info, dict):
+        return None
+    mpa = info.get("maxphysaddr")
+    return mpa.get("bits") if isinstance(mpa, dict) else None
+
+
+class ImagePropertiesFilter(BaseHostFilter):
+    """Some ``supported_instances`` triple must hold every requested (arch, hv_type, vm_mode)."""
+
+    name = "ImagePropertiesFilter"
+    run_filter_once_per_request = True
+    RUN_ON_REBUILD = True
+
+    def _checked(self, props: ImageMetaProps) -> tuple[str | None, str | None, str | None]:
+        default_arch = self.config.filter_scheduler.image_properties_default_architecture
+        return (
+            canonical_arch(props.get("hw_architecture", default_arch)),
+            canonical_hv_type(props.get("img_hv_type")),
+            canonical_vm_mode(props.get("hw_vm_mode")),
+        )
+
+    def is_active(self, spec: RequestSpec) -> bool:
+        return any(self._checked(spec.image_props))
+
+    def _passes(
+        self, state: HostState, props: ImageMetaProps, checked: tuple[str | None, ...]
+    ) -> str | None:
+        if not any(checked):
+            return None
+        if not state.supported_instances:
+            return "no-supported-instances"
+        required = props.get("img_hv_requested_version")
+        bits_required = props.get("hw_maxphysaddr_bits")
+        for triple in state.supported_instances:
+            if not all(c in triple for c in checked if c):
+                continue
+            if required and state.hypervisor_version:
+                if not version_satisfies(required, version_to_str(state.hypervisor_version)):
+                    continue
+            if bits_required:
+                bits = _maxphysaddr_bits(state.cpu_info)
+                if bits and bits < bits_required:
+                    continue
+            return None
+        return "image-properties"
+
+    def state_passes(self, state: HostState, spec: RequestSpec) -> str | None:
+        props = spec.image_props
+        return self._passes(state, props, self._checked(props))
+
+    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
+        return self.state_passes(host.state, spec)
+
+    def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
+        props = spec.image_props
+        checked = self._checked(props)
+        return [self._passes(s, props, checked) for s in states]

@@ -1,0 +1,26 @@
+"""HypervisorVersionWeigher: newer hypervisors win by default."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asyncsched.objects.models import RequestSpec
+from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.weighers.base import BaseHostWeigher
+from asyncsched.state.host_state import HostState
+
+
+class HypervisorVersionWeigher(BaseHostWeigher):
+    name = "HypervisorVersionWeigher"
+    minval = None
+    aggregate_key = "hypervisor_version_weight_multiplier"
+
+    def config_multiplier(self) -> float:
+        return float(self.config.filter_scheduler.hypervisor_version_weight_multiplier)
+
+    def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
+        s = host.state
+        return float(s.hypervisor_version or 0)
+
+    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
+        return [float(s.hypervisor_version or 0) for s in states]

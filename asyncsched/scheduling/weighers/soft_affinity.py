@@ -1,0 +1,39 @@
+"""ServerGroupSoftAffinityWeigher: members of a soft-affinity group already on the host."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asyncsched.objects.models import RequestSpec
+from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.weighers.base import BaseHostWeigher
+from asyncsched.state.host_state import HostState
+
+
+def members_on_hosts(states: Sequence[HostState], spec: RequestSpec, policy: str) -> list[float]:
+    group = spec.instance_group
+    if group is None or group.policy != policy:
+        return [0.0] * len(states)
+    members = frozenset(group.members)
+    return [float(len(members.intersection(s.instances))) for s in states]
+
+
+class ServerGroupSoftAffinityWeigher(BaseHostWeigher):
+    name = "ServerGroupSoftAffinityWeigher"
+    aggregate_key = "soft_affinity_weight_multiplier"
+    policy = "soft-affinity"
+    sign = 1.0
+
+    def config_multiplier(self) -> float:
+        return float(self.config.filter_scheduler.soft_affinity_weight_multiplier)
+
+    def is_active(self, spec: RequestSpec) -> bool:
+        group = spec.instance_group
+        return group is not None and group.policy == self.policy and super().is_active(spec)
+
+    def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
+        return self.sign * members_on_hosts([host.state], spec, self.policy)[0]
+
+    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
+        sign = self.sign
+        return [sign * v for v in members_on_hosts(states, spec, self.policy)]
