@@ -137,6 +137,7 @@ class PlacementClient:
         session: aiohttp.ClientSession | None = None,
         noauth_token: str | None = "admin",
         pool_size: int = 64,
+        claim_backoff: float = 2.0,
         rng: random.Random | None = None,
     ) -> None:
         self._options = options
@@ -150,6 +151,7 @@ class PlacementClient:
         self._connect_retries = options.connect_retries or 0
         self.max_version: str | None = None
         self._rng = rng or random.Random()
+        self._claim_backoff = claim_backoff  # nova sleeps uniform(0, 2 * attempt) between tries
         self._stats = _Stats()
 
     # ---- lifecycle ----
@@ -402,7 +404,7 @@ class PlacementClient:
         """
         self._stats.claims += 1
         for attempt in range(CLAIM_ATTEMPTS):
-            delay = self._rng.uniform(0, attempt * 2)
+            delay = self._rng.uniform(0, attempt * self._claim_backoff)
             if delay:
                 await asyncio.sleep(delay)
             try:
