@@ -1,0 +1,17 @@
+"""PCI passthrough accounting (nova's PciDeviceStats), on immutable host pools."""
+
+from asyncsched.scheduling.pci.stats import (
+    PciCheck,
+    PciRequestFailed,
+    pci_apply_requests,
+    pci_check_requests,
+    pci_support_requests,
+)
+
+__all__ = [
+    "PciCheck",
+    "PciRequestFailed",
+    "pci_apply_requests",
+    "pci_check_requests",
+    "pci_support_requests",
+]
