@@ -3,6 +3,7 @@
 from asyncsched.scheduling.pci.stats import (
     PciCheck,
     PciRequestFailed,
+    candidate_pci_key,
     pci_apply_requests,
     pci_check_requests,
     pci_support_requests,
@@ -11,6 +12,7 @@ from asyncsched.scheduling.pci.stats import (
 __all__ = [
     "PciCheck",
     "PciRequestFailed",
+    "candidate_pci_key",
     "pci_apply_requests",
     "pci_check_requests",
     "pci_support_requests",

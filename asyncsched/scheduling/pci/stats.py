@@ -109,6 +109,16 @@ def _rp_uuids_for_request(
     return [rps[0] for gid, rps in provider_mapping.items() if gid.startswith(rid) and rps]
 
 
+def candidate_pci_key(
+    requests: Sequence[InstancePCIRequest], provider_mapping: Mapping[str, Sequence[str]] | None
+) -> tuple[tuple[str, ...], ...]:
+    """What of an allocation candidate's mapping the PCI (and so NUMA) fit depends on.
+
+    Candidates with equal keys get equal answers, so filters check each key once.
+    """
+    return tuple(tuple(_rp_uuids_for_request(r, provider_mapping)) for r in requests)
+
+
 def _socket_filter(
     pools: list[_Pool], numa_cells: Sequence[InstanceNUMACell], host: HostNUMATopology | None
 ) -> list[_Pool] | None:

@@ -1,0 +1,125 @@
+"""NUMATopologyFilter: the guest's NUMA topology must fit the host's (nova's semantics).
+
+Per allocation candidate (nova's CandidateFilterMixin) the guest cells are fitted onto the host
+cells with the candidate's provider mapping (which decides the PCI providers when PCI is in
+Placement); candidates that do not fit are pruned and the host fails when none remains. The fit
+depends on a candidate only through the PCI providers it maps, so candidates sharing those are
+fitted once. Without candidates (rebuild, forced hosts) the host itself is judged.
+
+The reason code names the failure precisely ("numa:no-pinned-cpus",
+"numa:pagesize-1048576-unavailable", "pci:wrong-numa-node", ...); ``diagnose`` returns the
+sentence per host cell that nova never tells operators.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from asyncsched.objects.models import InstancePCIRequest, NUMATopologyLimits, RequestSpec
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.numa.fit import FitResult, numa_fit_instance_to_host
+from asyncsched.scheduling.pci.stats import candidate_pci_key
+
+LOG = logging.getLogger(__name__)
+
+
+def _wants_dedicated_require(spec: RequestSpec) -> bool:
+    extra = spec.flavor.extra_specs
+    props = spec.image_props
+    policies = (extra.get("hw:cpu_policy"), props.hw_cpu_policy)
+    threads = (extra.get("hw:cpu_thread_policy"), props.hw_cpu_thread_policy)
+    return "dedicated" in policies and "require" in threads
+
+
+def _pci_requests(spec: RequestSpec) -> Sequence[InstancePCIRequest]:
+    return spec.pci_requests.requests if spec.pci_requests is not None else ()
+
+
+class NUMATopologyFilter(BaseHostFilter):
+    """Filter on the requested NUMA topology, pinning, page sizes and PCI/network affinity."""
+
+    name: ClassVar[str] = "NUMATopologyFilter"
+    RUN_ON_REBUILD: ClassVar[bool] = False
+
+    def is_active(self, spec: RequestSpec) -> bool:
+        return spec.numa_topology is not None or _wants_dedicated_require(spec)
+
+    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
+        code, detail = self._judge(host, spec, prune=True)
+        if code is not None:
+            LOG.debug(
+                "%s (%s) fails NUMA topology requirements for instance %s: %s (%s)",
+                host.state.host,
+                host.state.nodename,
+                spec.instance_uuid,
+                code,
+                detail,
+            )
+        return code
+
+    def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
+        """(reason code, human-readable reason) without pruning ``host``'s candidates."""
+        return self._judge(host, spec, prune=False)
+
+    def _judge(
+        self, host: HostCandidate, spec: RequestSpec, *, prune: bool
+    ) -> tuple[str | None, str]:
+        state = host.state
+        topo = state.numa_topology
+        if topo is not None and _wants_dedicated_require(spec) and not topo.has_threads:
+            return (
+                "numa:no-threads",
+                "thread policy require was requested but the host has no SMT siblings",
+            )
+        requested = spec.numa_topology
+        if requested is None:
+            return None, ""
+        if topo is None or not topo.cells:
+            return "numa:host-no-topology", "the guest has a NUMA topology, the host reports none"
+        limits = NUMATopologyLimits(
+            cpu_allocation_ratio=state.cpu_allocation_ratio,
+            ram_allocation_ratio=state.ram_allocation_ratio,
+            network_metadata=spec.network_metadata,
+        )
+        requests = _pci_requests(spec)
+        cache: dict[Any, FitResult] = {}
+
+        def fit(mapping: Mapping[str, Sequence[str]] | None) -> FitResult:
+            key = candidate_pci_key(requests, mapping)
+            got = cache.get(key)
+            if got is None:
+                got = numa_fit_instance_to_host(
+                    topo,
+                    requested,
+                    limits=limits,
+                    pci_requests=requests,
+                    pci_pools=state.pci_pools,
+                    provider_mapping=mapping,
+                )
+                cache[key] = got
+            return got
+
+        if host.allocation_candidates:
+            good = []
+            last: FitResult | None = None
+            for cand in host.allocation_candidates:
+                mappings = cand.get("mappings") if isinstance(cand, dict) else None
+                result = fit(mappings if isinstance(mappings, dict) else None)
+                if result.ok:
+                    good.append(cand)
+                else:
+                    last = result
+            if prune:
+                host.allocation_candidates[:] = good
+            if not good:
+                assert last is not None
+                return last.code or "numa:no-fit", last.detail
+        else:
+            result = fit(None)
+            if not result.ok:
+                return result.code or "numa:no-fit", result.detail
+        if prune:
+            host.limits["numa_topology"] = limits
+        return None, ""

@@ -1,0 +1,82 @@
+"""PciPassthroughFilter: the host must have free PCI devices for every PCI request.
+
+Allocation candidates are pruned to those whose provider mapping the host's pools can follow
+(nova's CandidateFilterMixin; the mapping matters only with PCI in Placement, so candidates
+sharing the PCI providers are checked once). NUMA affinity is NUMATopologyFilter's job, as in
+nova. Without candidates (rebuild, forced hosts) the host itself is judged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from asyncsched.objects.models import RequestSpec
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.pci.stats import PciCheck, candidate_pci_key, pci_check_requests
+
+LOG = logging.getLogger(__name__)
+
+
+class PciPassthroughFilter(BaseHostFilter):
+    """Filter on PCI device availability (flavor aliases and SR-IOV ports)."""
+
+    name: ClassVar[str] = "PciPassthroughFilter"
+    RUN_ON_REBUILD: ClassVar[bool] = False
+
+    def is_active(self, spec: RequestSpec) -> bool:
+        return spec.pci_requests is not None and bool(spec.pci_requests.requests)
+
+    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
+        code, detail = self._judge(host, spec, prune=True)
+        if code is not None:
+            LOG.debug(
+                "%s (%s) lacks the PCI devices of instance %s: %s (%s)",
+                host.state.host,
+                host.state.nodename,
+                spec.instance_uuid,
+                code,
+                detail,
+            )
+        return code
+
+    def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
+        """(reason code, human-readable reason) without pruning ``host``'s candidates."""
+        return self._judge(host, spec, prune=False)
+
+    def _judge(
+        self, host: HostCandidate, spec: RequestSpec, *, prune: bool
+    ) -> tuple[str | None, str]:
+        if spec.pci_requests is None or not spec.pci_requests.requests:
+            return None, ""
+        requests = spec.pci_requests.requests
+        pools = host.state.pci_pools
+        if not pools:
+            return "pci:no-devices", "the host reports no PCI device pools"
+        cache: dict[Any, PciCheck] = {}
+
+        def check(mapping: Any) -> PciCheck:
+            key = candidate_pci_key(requests, mapping)
+            got = cache.get(key)
+            if got is None:
+                got = pci_check_requests(pools, requests, provider_mapping=mapping)
+                cache[key] = got
+            return got
+
+        if not host.allocation_candidates:
+            result = check(None)
+            return result.code, result.detail
+        good = []
+        last = PciCheck()
+        for cand in host.allocation_candidates:
+            mappings = cand.get("mappings") if isinstance(cand, dict) else None
+            result = check(mappings if isinstance(mappings, dict) else None)
+            if result.ok:
+                good.append(cand)
+            else:
+                last = result
+        if prune:
+            host.allocation_candidates[:] = good
+        if not good:
+            return last.code or "pci:no-fit", last.detail
+        return None, ""
