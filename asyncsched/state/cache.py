@@ -1,0 +1,975 @@
+"""The live host table: every compute node of every enabled cell, kept in memory.
+
+Why: upstream nova rebuilds every HostState from the cell databases on each request. Here a
+request never waits on a database. ``HostStateCache`` loads all cells in parallel at start, then
+refreshes in the background (incremental by ``updated_at``/``created_at``/``deleted_at``
+watermarks, plus a periodic full resync), and applies the RPC casts at once.
+
+Consumption a request made (and Placement accepted) is kept on the host as an ``Assumption``
+and re-applied over fresh database values until the cell DB shows the instance on that host
+or ``[asyncsched] assumed_ttl`` passes. So a host's numbers are always
+
+    DB snapshot  +  the assumptions still pending on it
+
+which makes refresh, release and expiry the same operation (``_rebase``).
+
+Each cell and the API database refresh in their own task: a slow or dead database only makes
+its own part stale (visible in ``health()``), never blocks the others or any read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+from asyncsched.conf.options import Config
+from asyncsched.exceptions import ConfigError, DatabaseUnavailable
+from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.state.db import NovaDatabase
+from asyncsched.state.host_state import Assumption, HostState, ServiceInfo
+from asyncsched.state.rows import NodeSnapshot, node_snapshot, resolve_ratios, service_info
+
+LOG = logging.getLogger(__name__)
+
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+# Rows changed this long before the previous pass's start are read again: covers clock skew
+# between computes and the DB and transactions that committed late. Re-reading is idempotent.
+WATERMARK_OVERLAP = timedelta(seconds=15)
+CHUNK = 256  # rows parsed / hosts applied between yields to the event loop
+
+_NODE_COLS = (
+    "id, uuid, host, hypervisor_hostname, vcpus, vcpus_used, memory_mb, free_ram_mb, local_gb,"
+    " local_gb_used, free_disk_gb, disk_available_least, hypervisor_type, hypervisor_version,"
+    " host_ip, cpu_info, supported_instances, numa_topology, pci_stats, metrics, stats,"
+    " cpu_allocation_ratio, ram_allocation_ratio, disk_allocation_ratio, created_at,"
+    " updated_at, deleted"
+)
+_SVC_COLS = (
+    'id, uuid, host, "binary", disabled, disabled_reason, forced_down, last_seen_up,'
+    " created_at, updated_at, version, deleted"
+)
+_CHANGED = "(updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+
+SQL_NOW = "SELECT (now() AT TIME ZONE 'utc') AS now"
+SQL_NODES_ALL = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0"
+SQL_NODES_CHANGED = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED}"
+SQL_SERVICES_ALL = (
+    f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute' AND deleted = 0"
+)
+SQL_SERVICES_CHANGED = (
+    f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute' AND {_CHANGED}"
+)
+SQL_INSTANCES_ALL = "SELECT uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL"
+SQL_INSTANCES_CHANGED = f"SELECT uuid, host, deleted FROM instances WHERE {_CHANGED}"
+SQL_INSTANCES_OF_HOST = "SELECT uuid FROM instances WHERE host = $1 AND deleted = 0"
+
+SQL_API_FINGERPRINT = """
+SELECT
+ (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
+    FROM cell_mappings) AS cells,
+ (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
+    || '/' || coalesce(sum(id)::text, '') FROM host_mappings) AS hosts,
+ (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
+    || '/' || coalesce(sum(id)::text, '') FROM aggregates) AS aggs,
+ (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
+    || '/' || coalesce(sum(id)::text, '') FROM aggregate_hosts) AS agg_hosts,
+ (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
+    || '/' || coalesce(sum(id)::text, '') FROM aggregate_metadata) AS agg_meta
+"""
+SQL_CELLS = "SELECT id, uuid, name, database_connection, disabled FROM cell_mappings ORDER BY id"
+SQL_HOST_MAPPINGS = (
+    "SELECT h.host, c.uuid FROM host_mappings h JOIN cell_mappings c ON c.id = h.cell_id"
+)
+SQL_AGGREGATES = "SELECT id, uuid, name FROM aggregates ORDER BY id"
+SQL_AGGREGATE_HOSTS = "SELECT aggregate_id, host FROM aggregate_hosts ORDER BY id"
+SQL_AGGREGATE_METADATA = "SELECT aggregate_id, key, value FROM aggregate_metadata ORDER BY id"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(eq=False)
+class _Cell:
+    """Everything the cache knows about one cell; mutated only by the cache."""
+
+    mapping: CellMapping
+    db: NovaDatabase
+    snaps: dict[str, NodeSnapshot] = field(default_factory=dict)  # node uuid -> snapshot
+    nodes_by_host: dict[str, set[str]] = field(default_factory=dict)
+    services: dict[str, ServiceInfo] = field(default_factory=dict)  # host -> nova-compute
+    host_insts: dict[str, set[str]] = field(default_factory=dict)  # host -> instance uuids
+    inst_host: dict[str, str] = field(default_factory=dict)  # instance uuid -> host
+    table: dict[str, HostState] = field(default_factory=dict)  # visible hosts of this cell
+    watermark: datetime | None = None  # naive UTC, DB clock
+    loaded: bool = False
+    last_full: float | None = None
+    last_refresh: float | None = None
+    warned_no_service: set[str] = field(default_factory=set)
+    pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def uuid(self) -> str:
+        return self.mapping.uuid
+
+
+class HostStateCache:
+    """In-memory HostState table of all enabled cells, refreshed in the background.
+
+    Use as ``async with HostStateCache(config) as cache:`` or ``start()``/``close()``.
+    Reads never touch a database and are O(1) per host.
+    """
+
+    def __init__(self, config: Config, *, clock: Callable[[], float] | None = None) -> None:
+        self._config = config
+        self._clock: Callable[[], float] = clock or time.monotonic
+        self._rng = random.Random()
+        self._api: NovaDatabase | None = None
+        self._api_fp: dict[str, str] = {}
+        self._api_lock = asyncio.Lock()
+        self._api_loaded = False
+        self._api_last_full: float | None = None
+        self._cells: dict[str, _Cell] = {}
+        self._by_uuid: dict[str, HostState] = {}
+        self._by_host: dict[str, dict[str, HostState]] = {}
+        self._host_cell: dict[str, str] = {}  # host_mappings: host -> cell uuid
+        self._aggs: dict[int, Aggregate] = {}
+        self._agg_hosts: dict[int, frozenset[str]] = {}
+        self._host_aggs: dict[str, tuple[Aggregate, ...]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._api_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+        self.metrics: dict[str, int] = {
+            "assumptions_confirmed": 0,
+            "assumptions_expired": 0,
+            "assumptions_released": 0,
+            "refresh_passes": 0,
+            "full_resyncs": 0,
+            "refresh_failures": 0,
+        }
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> HostStateCache:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Full load of the API DB and every enabled cell (in parallel), then refresh tasks.
+
+        Unreachable databases do not make this fail: their part stays empty and stale in
+        ``health()`` and is retried in the background with backoff.
+        """
+        if self._started:
+            return
+        url = self._config.api_database.connection
+        if not url:
+            raise ConfigError("[api_database] connection is required by the host-state cache")
+        self._api = self._new_db("api", url)
+        self._started = True
+        await self._api_pass(full=True)
+        await asyncio.gather(*(self._cell_pass(c, full=True) for c in list(self._cells.values())))
+        self._api_task = self._spawn(self._api_loop())
+        for cell in self._cells.values():
+            self._start_cell_loop(cell)
+
+    async def close(self) -> None:
+        """Stop background work and close every pool."""
+        self._closed = True
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        dbs = [c.db for c in self._cells.values()]
+        if self._api is not None:
+            dbs.append(self._api)
+        await asyncio.gather(*(db.close() for db in dbs), return_exceptions=True)
+
+    def reconfigure(self, config: Config) -> None:
+        """Take a new config (SIGHUP): intervals apply at the next tick, allocation-ratio
+        defaults are re-applied to every host, changed DB settings reconnect."""
+        old, self._config = self._config, config
+        a, b = old.asyncsched, config.asyncsched
+        db_changed = (a.db_pool_size, a.db_query_timeout, a.db_reconnect_max) != (
+            b.db_pool_size,
+            b.db_query_timeout,
+            b.db_reconnect_max,
+        )
+        if self._api is not None and (
+            db_changed or config.api_database.connection != old.api_database.connection
+        ):
+            old_api = self._api
+            if config.api_database.connection:
+                self._api = self._new_db("api", config.api_database.connection)
+                self._api_fp = {}
+            self._spawn(old_api.close())
+        if db_changed:
+            for cell in self._cells.values():
+                old_db = cell.db
+                cell.db = self._new_db(old_db.name, old_db.url)
+                self._spawn(old_db.close())
+        if old.default != config.default and self._started:
+            self._spawn(self._reapply_all())
+
+    async def refresh(self, *, full: bool = False) -> None:
+        """One refresh pass of the API DB and every cell now (tests, SIGHUP). Never raises
+        for an unavailable database: that shows in ``health()``."""
+        if not self._started:
+            raise RuntimeError("HostStateCache.refresh() before start()")
+        await self._api_pass(full=full)
+        await asyncio.gather(*(self._cell_pass(c, full=full) for c in list(self._cells.values())))
+
+    def health(self) -> dict[str, Any]:
+        """Staleness and age per database, counts, assumption metrics, last errors."""
+        now = self._clock()
+
+        def db_health(db: NovaDatabase | None, loaded: bool) -> dict[str, Any]:
+            if db is None:
+                return {"stale": True, "age": None, "loaded": False, "last_error": None}
+            return {
+                "stale": db.failures > 0 or not loaded,
+                "age": None if db.last_ok is None else round(now - db.last_ok, 3),
+                "loaded": loaded,
+                "consecutive_failures": db.failures,
+                "down_for": None if db.failed_since is None else round(now - db.failed_since, 3),
+                "retry_in": round(db.retry_delay, 3),
+                "last_error": db.last_error,
+            }
+
+        cells = {}
+        for cell in self._cells.values():
+            h = db_health(cell.db, cell.loaded)
+            h.update(
+                name=cell.mapping.name,
+                hosts=len(cell.table),
+                last_full_age=None if cell.last_full is None else round(now - cell.last_full, 3),
+            )
+            cells[cell.uuid] = h
+        api = db_health(self._api, self._api_loaded)
+        stale = api["stale"] or any(c["stale"] for c in cells.values())
+        return {
+            "ready": self._api_loaded and all(c.loaded for c in self._cells.values()),
+            "stale": stale,
+            "api": api,
+            "cells": cells,
+            "hosts": len(self._by_uuid),
+            "aggregates": len(self._aggs),
+            "assumed": sum(len(h.assumed) for h in self._by_uuid.values()),
+            **self.metrics,
+        }
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def get_by_uuid(self, uuid: str) -> HostState | None:
+        return self._by_uuid.get(uuid)
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
+        """Hosts for Placement's provider-summary keys; unknown uuids (nested RPs, other
+        clouds, nodes not loaded yet) are skipped."""
+        get = self._by_uuid.get
+        return [h for h in map(get, uuids) if h is not None]
+
+    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]:
+        nodes = self._by_host.get(host)
+        if not nodes:
+            return []
+        if node is None:
+            return list(nodes.values())
+        hs = nodes.get(node)
+        return [] if hs is None else [hs]
+
+    def hosts_in_cell(self, cell_uuid: str) -> list[HostState]:
+        cell = self._cells.get(cell_uuid)
+        return [] if cell is None else list(cell.table.values())
+
+    def all_hosts(self) -> list[HostState]:
+        return list(self._by_uuid.values())
+
+    def cells(self) -> list[CellMapping]:
+        """Enabled cells, cell0 excluded."""
+        return [c.mapping for c in self._cells.values()]
+
+    def aggregates(self) -> list[Aggregate]:
+        return list(self._aggs.values())
+
+    def aggregates_for_host(self, host: str) -> tuple[Aggregate, ...]:
+        return self._host_aggs.get(host, ())
+
+    def cell_of_host(self, host: str) -> str | None:
+        """Cell uuid of a service host (host_mappings, else where its service row is)."""
+        cell = self._host_cell.get(host)
+        if cell is not None:
+            return cell
+        for c in self._cells.values():
+            if host in c.services:
+                return c.uuid
+        return None
+
+    def is_stale(self, cell_uuid: str) -> bool:
+        cell = self._cells.get(cell_uuid)
+        return cell is None or cell.db.failures > 0 or not cell.loaded
+
+    # ---- consumption ----------------------------------------------------------------------
+
+    async def consume(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        numa_topology: HostNUMATopology | None = None,
+        pci_pools: tuple[PciDevicePool, ...] | None = None,
+    ) -> None:
+        """Apply one instance's consumption under ``host.lock`` and keep it as an assumption.
+
+        The caller must not hold ``host.lock`` (asyncio locks are not re-entrant); a caller
+        that does uses ``consume_locked``.
+        """
+        async with host.lock:
+            self.consume_locked(
+                host, spec, instance_uuid, numa_topology=numa_topology, pci_pools=pci_pools
+            )
+
+    def consume_locked(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        numa_topology: HostNUMATopology | None = None,
+        pci_pools: tuple[PciDevicePool, ...] | None = None,
+    ) -> None:
+        """``consume`` for a caller already holding ``host.lock``; nova's arithmetic."""
+        flavor = spec.flavor
+        a = Assumption(
+            instance_uuid=instance_uuid,
+            memory_mb=int(flavor.memory_mb),
+            disk_mb=int(flavor.root_gb + flavor.ephemeral_gb) * 1024,
+            vcpus=int(flavor.vcpus),
+            created=self._clock(),
+            numa_topology=numa_topology,
+            pci_pools=pci_pools,
+        )
+        replaced = instance_uuid in host.assumed
+        host.assumed[instance_uuid] = a
+        if replaced:  # the same instance consumed twice: count it once
+            self._rebase_host(host)
+        else:
+            _apply_assumption(host, a)
+            host.instances.add(instance_uuid)
+        host.updated = _utcnow()
+        host.touch()
+
+    async def release(self, host: HostState, instance_uuid: str) -> None:
+        """The claim failed (or was rolled back): undo that consumption at once."""
+        async with host.lock:
+            self.release_locked(host, instance_uuid)
+
+    def release_locked(self, host: HostState, instance_uuid: str) -> None:
+        if host.assumed.pop(instance_uuid, None) is None:
+            return
+        self.metrics["assumptions_released"] += 1
+        self._rebase_host(host)
+        host.touch()
+
+    # ---- HostStateEvents: the RPC casts ---------------------------------------------------
+
+    async def update_aggregates(self, aggregates: Sequence[Aggregate]) -> None:
+        """nova's semantics: replace each aggregate, add its id to the listed hosts and drop
+        it from hosts no longer listed."""
+        touched: set[str] = set()
+        for agg in aggregates:
+            touched |= self._agg_hosts.get(agg.id, frozenset())
+            touched |= set(agg.hosts)
+            self._aggs[agg.id] = agg
+            self._agg_hosts[agg.id] = frozenset(agg.hosts)
+        await self._refresh_host_aggregates(touched)
+
+    async def delete_aggregate(self, aggregate: Aggregate) -> None:
+        touched = set(self._agg_hosts.pop(aggregate.id, frozenset())) | set(aggregate.hosts)
+        self._aggs.pop(aggregate.id, None)
+        await self._refresh_host_aggregates(touched)
+
+    async def update_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        """Known host: add the instances. Unknown host: a list of more than one is taken as
+        the full list; otherwise the host's instances are re-read from its cell DB."""
+        cell = self._cell_for_host(host_name)
+        if cell is None:
+            return
+        known = host_name in cell.host_insts or host_name in cell.nodes_by_host
+        cell.host_insts.setdefault(host_name, set())
+        if not known and len(instance_uuids) <= 1:
+            self._spawn(self._reload_host_instances(cell, host_name))
+        for u in instance_uuids:
+            self._move_instance(cell, u, host_name)
+        await self._reconcile_hosts(cell, {host_name})
+
+    async def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
+        cell = self._cell_for_host(host_name)
+        if cell is None:
+            return
+        if host_name not in cell.host_insts and host_name not in cell.nodes_by_host:
+            self._spawn(self._reload_host_instances(cell, host_name))
+            return
+        if cell.inst_host.get(instance_uuid) == host_name:
+            self._move_instance(cell, instance_uuid, None)
+        else:
+            cell.host_insts.get(host_name, set()).discard(instance_uuid)
+        await self._reconcile_hosts(cell, {host_name})
+
+    async def sync_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        """A mismatch (or an unknown host) re-reads the host's instances from its cell DB in
+        the background; the cast handler never waits on a database."""
+        cell = self._cell_for_host(host_name)
+        if cell is None:
+            return
+        ours = cell.host_insts.get(host_name)
+        if ours is None or ours != set(instance_uuids):
+            if ours is not None:
+                LOG.info(
+                    "instance list of host %s differs from the compute's; re-reading it",
+                    host_name,
+                )
+            self._spawn(self._reload_host_instances(cell, host_name))
+
+    # ---- internals: background loops -------------------------------------------------------
+
+    def _new_db(self, name: str, url: str) -> NovaDatabase:
+        o = self._config.asyncsched
+        return NovaDatabase(
+            name,
+            url,
+            pool_size=o.db_pool_size,
+            query_timeout=o.db_query_timeout,
+            reconnect_max=o.db_reconnect_max,
+            clock=self._clock,
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            LOG.error("host-state background task failed", exc_info=task.exception())
+
+    def _delay(self, db: NovaDatabase | None) -> float:
+        o = self._config.asyncsched
+        if db is not None and db.failures:
+            base = db.retry_delay
+        else:
+            base = o.refresh_interval
+        return base * (1.0 + o.refresh_jitter * self._rng.random())
+
+    def _full_due(self, last_full: float | None) -> bool:
+        return (
+            last_full is None
+            or self._clock() - last_full >= self._config.asyncsched.full_resync_interval
+        )
+
+    async def _api_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._delay(self._api))
+            await self._guarded(self._api_pass(full=self._full_due(self._api_last_full)))
+
+    async def _cell_loop(self, cell: _Cell) -> None:
+        while not self._closed and self._cells.get(cell.uuid) is cell:
+            await asyncio.sleep(self._delay(cell.db))
+            recovering = cell.db.failures > 0 or not cell.loaded
+            full = recovering or self._full_due(cell.last_full)
+            await self._guarded(self._cell_pass(cell, full=full))
+
+    async def _guarded(self, aw: Awaitable[None]) -> None:
+        """A bug in one pass must not kill the loop: log it and go on."""
+        try:
+            await aw
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            LOG.exception("host-state refresh pass failed")
+
+    def _start_cell_loop(self, cell: _Cell) -> None:
+        if self._started and not self._closed and cell.task is None:
+            cell.task = self._spawn(self._cell_loop(cell))
+
+    # ---- internals: API database -------------------------------------------------------
+
+    async def _api_pass(self, *, full: bool) -> None:
+        api = self._api
+        if api is None:
+            return
+        async with self._api_lock:
+            try:
+                fp_rows = await api.fetch(SQL_API_FINGERPRINT)
+                fp = {k: str(v) for k, v in fp_rows[0].items()}
+                old = {} if full else self._api_fp
+                if fp.get("cells") != old.get("cells"):
+                    cell_rows = await api.fetch(SQL_CELLS)
+                    await self._apply_cells(cell_rows)
+                if fp.get("hosts") != old.get("hosts"):
+                    rows = await api.fetch(SQL_HOST_MAPPINGS)
+                    self._host_cell = {r["host"]: r["uuid"] for r in rows}
+                agg_keys = ("aggs", "agg_hosts", "agg_meta")
+                if any(fp.get(k) != old.get(k) for k in agg_keys):
+                    aggs = await api.fetch(SQL_AGGREGATES)
+                    hosts = await api.fetch(SQL_AGGREGATE_HOSTS)
+                    meta = await api.fetch(SQL_AGGREGATE_METADATA)
+                    await self._apply_aggregates(aggs, hosts, meta)
+            except DatabaseUnavailable as exc:
+                api.mark_failed(exc)
+                self.metrics["refresh_failures"] += 1
+                return
+            self._api_fp = fp
+            self._api_loaded = True
+            if full:
+                self._api_last_full = self._clock()
+            api.mark_ok()
+
+    async def _apply_cells(self, rows: Sequence[Any]) -> None:
+        wanted: dict[str, Any] = {}
+        for r in rows:
+            if r["uuid"] == CELL0_UUID or r["disabled"]:
+                continue
+            if not r["database_connection"]:
+                LOG.warning(
+                    "cell %s (%s) has no database_connection; ignored", r["name"], r["uuid"]
+                )
+                continue
+            wanted[r["uuid"]] = r
+        for uuid in list(self._cells):
+            if uuid not in wanted:
+                LOG.warning("cell %s left cell_mappings or was disabled; dropping its hosts", uuid)
+                await self._drop_cell(self._cells[uuid])
+        for uuid, r in wanted.items():
+            mapping = CellMapping(uuid=uuid, name=r["name"], id=r["id"], disabled=False)
+            cell = self._cells.get(uuid)
+            if cell is not None and cell.db.url != r["database_connection"]:
+                LOG.warning("cell %s database_connection changed; reloading it", uuid)
+                await self._drop_cell(cell)
+                cell = None
+            if cell is None:
+                try:
+                    db = self._new_db(f"cell {r['name'] or uuid}", r["database_connection"])
+                except ConfigError as exc:
+                    LOG.error("cell %s: %s; ignored", uuid, exc)
+                    continue
+                cell = _Cell(mapping=mapping, db=db)
+                self._cells[uuid] = cell
+                if self._api_loaded:  # a new cell while running: load it now
+                    self._start_cell_loop(cell)
+                    self._spawn(self._guarded(self._cell_pass(cell, full=True)))
+            else:
+                cell.mapping = mapping
+
+    async def _drop_cell(self, cell: _Cell) -> None:
+        self._cells.pop(cell.uuid, None)
+        if cell.task is not None:
+            cell.task.cancel()
+        for uuid in list(cell.table):
+            self._remove_host(cell, uuid)
+        self._spawn(cell.db.close())
+
+    async def _apply_aggregates(
+        self, aggs: Sequence[Any], hosts: Sequence[Any], meta: Sequence[Any]
+    ) -> None:
+        by_id_hosts: dict[int, list[str]] = {}
+        for r in hosts:
+            if r["host"]:
+                by_id_hosts.setdefault(r["aggregate_id"], []).append(r["host"])
+        by_id_meta: dict[int, dict[str, str]] = {}
+        for r in meta:
+            by_id_meta.setdefault(r["aggregate_id"], {})[r["key"]] = r["value"]
+        new = {
+            r["id"]: Aggregate(
+                id=r["id"],
+                uuid=r["uuid"] or "",
+                name=r["name"] or "",
+                hosts=tuple(by_id_hosts.get(r["id"], ())),
+                metadata=by_id_meta.get(r["id"], {}),
+            )
+            for r in aggs
+        }
+        touched: set[str] = set()
+        for agg_id in set(new) | set(self._aggs):
+            a, b = self._aggs.get(agg_id), new.get(agg_id)
+            if a != b:
+                touched |= set(a.hosts if a else ()) | set(b.hosts if b else ())
+        self._aggs = new
+        self._agg_hosts = {i: frozenset(a.hosts) for i, a in new.items()}
+        await self._refresh_host_aggregates(touched)
+
+    async def _refresh_host_aggregates(self, hosts: Iterable[str]) -> None:
+        by_host: dict[str, list[Aggregate]] = {}
+        hosts = set(hosts)
+        for agg_id in sorted(self._agg_hosts):
+            for h in self._agg_hosts[agg_id] & hosts:
+                by_host.setdefault(h, []).append(self._aggs[agg_id])
+        for i, h in enumerate(hosts):
+            aggs = tuple(by_host.get(h, ()))
+            if aggs:
+                self._host_aggs[h] = aggs
+            else:
+                self._host_aggs.pop(h, None)
+            for hs in list(self._by_host.get(h, {}).values()):
+                if hs.aggregates != aggs:
+                    await self._locked(hs, _set_aggregates, aggs)
+            if i % CHUNK == CHUNK - 1:
+                await asyncio.sleep(0)
+
+    # ---- internals: cell databases -----------------------------------------------------
+
+    async def _cell_pass(self, cell: _Cell, *, full: bool) -> None:
+        if self._cells.get(cell.uuid) is not cell:
+            return
+        async with cell.pass_lock:
+            full = full or cell.watermark is None
+            db = cell.db
+            try:
+                now_rows = await db.fetch(SQL_NOW)
+                db_now: datetime = now_rows[0]["now"]
+                if full:
+                    svc_rows, node_rows, inst_rows = await asyncio.gather(
+                        db.fetch(SQL_SERVICES_ALL),
+                        db.fetch(SQL_NODES_ALL),
+                        db.fetch(SQL_INSTANCES_ALL),
+                    )
+                else:
+                    assert cell.watermark is not None
+                    wm = cell.watermark - WATERMARK_OVERLAP
+                    svc_rows, node_rows, inst_rows = await asyncio.gather(
+                        db.fetch(SQL_SERVICES_CHANGED, wm),
+                        db.fetch(SQL_NODES_CHANGED, wm),
+                        db.fetch(SQL_INSTANCES_CHANGED, wm),
+                    )
+            except DatabaseUnavailable as exc:
+                db.mark_failed(exc)
+                self.metrics["refresh_failures"] += 1
+                return
+            if self._cells.get(cell.uuid) is not cell:
+                return  # dropped while we were reading
+            if full:
+                await self._apply_full(cell, svc_rows, node_rows, inst_rows)
+                cell.last_full = self._clock()
+                self.metrics["full_resyncs"] += 1
+            else:
+                await self._apply_changes(cell, svc_rows, node_rows, inst_rows)
+            cell.watermark = db_now
+            cell.loaded = True
+            cell.last_refresh = self._clock()
+            self.metrics["refresh_passes"] += 1
+            db.mark_ok()
+
+    async def _parse_nodes(self, cell: _Cell, rows: Sequence[Any]) -> list[NodeSnapshot]:
+        out: list[NodeSnapshot] = []
+        for i, r in enumerate(rows):
+            snap = node_snapshot(r, cell.uuid)
+            if snap is not None:
+                out.append(snap)
+            if i % CHUNK == CHUNK - 1:
+                await asyncio.sleep(0)  # parsing 10k JSON rows must not stall requests
+        return out
+
+    async def _apply_full(
+        self,
+        cell: _Cell,
+        svc_rows: Sequence[Any],
+        node_rows: Sequence[Any],
+        inst_rows: Sequence[Any],
+    ) -> None:
+        services = {r["host"]: service_info(r) for r in svc_rows if r["host"]}
+        snaps_list = await self._parse_nodes(cell, node_rows)
+        # keep the last values of a live node whose usage is "not updated yet"
+        live_uuids = {str(r["uuid"]) for r in node_rows if r["uuid"]}
+        snaps = {s.uuid: s for s in snaps_list}
+        for u, s in cell.snaps.items():
+            if u in live_uuids and u not in snaps:
+                snaps[u] = s
+        host_insts: dict[str, set[str]] = {}
+        inst_host: dict[str, str] = {}
+        for r in inst_rows:
+            host_insts.setdefault(r["host"], set()).add(r["uuid"])
+            inst_host[r["uuid"]] = r["host"]
+        await asyncio.sleep(0)
+        old_uuids = set(cell.snaps) | set(cell.table)
+        cell.services = services
+        cell.snaps = snaps
+        cell.nodes_by_host = {}
+        for s in snaps.values():
+            cell.nodes_by_host.setdefault(s.host, set()).add(s.uuid)
+        cell.host_insts = host_insts
+        cell.inst_host = inst_host
+        await self._reconcile_nodes(cell, old_uuids | set(snaps))
+
+    async def _apply_changes(
+        self,
+        cell: _Cell,
+        svc_rows: Sequence[Any],
+        node_rows: Sequence[Any],
+        inst_rows: Sequence[Any],
+    ) -> None:
+        dirty_hosts: set[str] = set()
+        dirty_nodes: set[str] = set()
+        # deleted rows first, so a host re-created in the same window ends up live
+        for r in sorted(svc_rows, key=lambda r: r["deleted"] == 0):
+            host = r["host"]
+            if not host:
+                continue
+            cur = cell.services.get(host)
+            if r["deleted"]:
+                if cur is not None and cur.id == r["id"]:
+                    del cell.services[host]
+                    dirty_hosts.add(host)
+            else:
+                new = service_info(r)
+                if new != cur:
+                    cell.services[host] = new
+                    dirty_hosts.add(host)
+        live = [r for r in node_rows if not r["deleted"]]
+        live_uuids = {r["uuid"] for r in live}
+        for r in node_rows:
+            u = r["uuid"]
+            if r["deleted"] and u and u in cell.snaps and u not in live_uuids:
+                self._forget_snap(cell, u)
+                dirty_nodes.add(u)
+        for snap in await self._parse_nodes(cell, live):
+            old = cell.snaps.get(snap.uuid)
+            if old != snap:
+                if old is not None and old.host != snap.host:
+                    self._forget_snap(cell, snap.uuid)
+                cell.snaps[snap.uuid] = snap
+                cell.nodes_by_host.setdefault(snap.host, set()).add(snap.uuid)
+                dirty_nodes.add(snap.uuid)
+        for r in inst_rows:
+            u = r["uuid"]
+            before = cell.inst_host.get(u)
+            after = r["host"] if not r["deleted"] else None
+            if before != after:
+                self._move_instance(cell, u, after)
+                dirty_hosts.update(h for h in (before, after) if h)
+        for h in dirty_hosts:
+            dirty_nodes |= cell.nodes_by_host.get(h, set())
+        # pending assumptions are checked every pass (confirmation / TTL)
+        dirty_nodes |= {u for u, hs in cell.table.items() if hs.assumed}
+        await self._reconcile_nodes(cell, dirty_nodes)
+
+    def _forget_snap(self, cell: _Cell, node_uuid: str) -> None:
+        snap = cell.snaps.pop(node_uuid, None)
+        if snap is not None:
+            nodes = cell.nodes_by_host.get(snap.host)
+            if nodes is not None:
+                nodes.discard(node_uuid)
+                if not nodes:
+                    del cell.nodes_by_host[snap.host]
+
+    def _move_instance(self, cell: _Cell, inst_uuid: str, host: str | None) -> None:
+        before = cell.inst_host.pop(inst_uuid, None)
+        if before is not None:
+            s = cell.host_insts.get(before)
+            if s is not None:
+                s.discard(inst_uuid)
+        if host is not None:
+            cell.inst_host[inst_uuid] = host
+            cell.host_insts.setdefault(host, set()).add(inst_uuid)
+
+    def _cell_for_host(self, host: str) -> _Cell | None:
+        uuid = self.cell_of_host(host)
+        if uuid is None:
+            LOG.debug("instance info for host %s, which is in no known cell; ignored", host)
+            return None
+        return self._cells.get(uuid)
+
+    async def _reload_host_instances(self, cell: _Cell, host: str) -> None:
+        """Re-read one host's instance uuids from its cell (nova's _recreate_instance_info)."""
+        try:
+            rows = await cell.db.fetch(SQL_INSTANCES_OF_HOST, host)
+        except DatabaseUnavailable as exc:
+            LOG.warning("could not re-read the instances of host %s: %s", host, exc)
+            return
+        if self._cells.get(cell.uuid) is not cell:
+            return
+        fresh = {r["uuid"] for r in rows}
+        for u in list(cell.host_insts.get(host, set())):
+            if u not in fresh:
+                self._move_instance(cell, u, None)
+        for u in fresh:
+            self._move_instance(cell, u, host)
+        await self._reconcile_hosts(cell, {host})
+
+    async def _reconcile_hosts(self, cell: _Cell, hosts: Iterable[str]) -> None:
+        nodes: set[str] = set()
+        for h in hosts:
+            nodes |= cell.nodes_by_host.get(h, set())
+        await self._reconcile_nodes(cell, nodes)
+
+    async def _reconcile_nodes(self, cell: _Cell, uuids: Iterable[str]) -> None:
+        """Make the visible table match the cell's snapshots + services for these nodes."""
+        for i, uuid in enumerate(uuids):
+            snap = cell.snaps.get(uuid)
+            service = cell.services.get(snap.host) if snap is not None else None
+            hs = cell.table.get(uuid)
+            if snap is None or service is None:
+                if snap is not None and snap.uuid not in cell.warned_no_service:
+                    cell.warned_no_service.add(snap.uuid)
+                    LOG.warning(
+                        "no nova-compute service for compute node %s (host %s); skipped",
+                        snap.nodename,
+                        snap.host,
+                    )
+                if hs is not None:
+                    self._remove_host(cell, uuid)
+                continue
+            cell.warned_no_service.discard(uuid)
+            if hs is not None and (hs.host, hs.nodename) != (snap.host, snap.nodename):
+                self._remove_host(cell, uuid)
+                hs = None
+            if hs is None:
+                other = self._by_uuid.get(uuid)
+                if other is not None and other.cell_uuid != cell.uuid:
+                    LOG.warning("compute node %s appears in two cells; using %s", uuid, cell.uuid)
+                    ocell = self._cells.get(other.cell_uuid)
+                    if ocell is not None:
+                        self._remove_host(ocell, uuid)
+                hs = HostState(
+                    uuid=uuid, host=snap.host, nodename=snap.nodename, cell_uuid=cell.uuid
+                )
+                cell.table[uuid] = hs
+                self._by_uuid[uuid] = hs
+                self._by_host.setdefault(hs.host, {})[hs.nodename] = hs
+            await self._locked(hs, self._rebase_with, cell, snap, service)
+            if i % CHUNK == CHUNK - 1:
+                await asyncio.sleep(0)
+
+    def _remove_host(self, cell: _Cell, uuid: str) -> None:
+        hs = cell.table.pop(uuid, None)
+        if hs is None:
+            return
+        if self._by_uuid.get(uuid) is hs:
+            del self._by_uuid[uuid]
+        nodes = self._by_host.get(hs.host)
+        if nodes is not None and nodes.get(hs.nodename) is hs:
+            del nodes[hs.nodename]
+            if not nodes:
+                del self._by_host[hs.host]
+        hs.touch()
+
+    async def _locked(self, hs: HostState, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(hs, *args)`` under ``hs.lock``; no await at all when it is free."""
+        if hs.lock.locked():
+            async with hs.lock:
+                fn(hs, *args)
+        else:
+            fn(hs, *args)
+
+    def _rebase_host(self, hs: HostState) -> None:
+        """Recompute a host from its snapshot and pending assumptions (caller holds lock)."""
+        cell = self._cells.get(hs.cell_uuid)
+        snap = cell.snaps.get(hs.uuid) if cell is not None else None
+        if cell is None or snap is None:  # host left the table; undo arithmetic only
+            return
+        self._rebase_with(hs, cell, snap, cell.services.get(hs.host, hs.service), touch=False)
+
+    def _rebase_with(
+        self,
+        hs: HostState,
+        cell: _Cell,
+        snap: NodeSnapshot,
+        service: ServiceInfo | None,
+        *,
+        touch: bool = True,
+    ) -> None:
+        """DB snapshot + pending assumptions -> host fields (caller holds ``hs.lock``)."""
+        base_insts = cell.host_insts.get(snap.host, set())
+        now = self._clock()
+        ttl = self._config.asyncsched.assumed_ttl
+        for a in list(hs.assumed.values()):
+            if a.instance_uuid in base_insts:
+                del hs.assumed[a.instance_uuid]
+                self.metrics["assumptions_confirmed"] += 1
+            elif now - a.created > ttl:
+                del hs.assumed[a.instance_uuid]
+                self.metrics["assumptions_expired"] += 1
+                LOG.info(
+                    "assumed consumption of instance %s on %s expired after %.0fs unreported",
+                    a.instance_uuid,
+                    hs.nodename,
+                    ttl,
+                )
+        cpu, ram, disk = resolve_ratios(snap, self._config.default)
+        hs.compute_node_id = snap.compute_node_id
+        hs.total_usable_ram_mb = snap.total_usable_ram_mb
+        hs.free_ram_mb = snap.free_ram_mb
+        hs.total_usable_disk_gb = snap.total_usable_disk_gb
+        hs.disk_mb_used = snap.disk_mb_used
+        hs.free_disk_mb = snap.free_disk_mb
+        hs.vcpus_total = snap.vcpus_total
+        hs.vcpus_used = snap.vcpus_used
+        hs.cpu_allocation_ratio = cpu
+        hs.ram_allocation_ratio = ram
+        hs.disk_allocation_ratio = disk
+        hs.num_instances = snap.num_instances
+        hs.num_io_ops = snap.num_io_ops
+        hs.failed_builds = snap.failed_builds
+        hs.stats = snap.stats
+        hs.host_ip = snap.host_ip
+        hs.hypervisor_type = snap.hypervisor_type
+        hs.hypervisor_version = snap.hypervisor_version
+        hs.hypervisor_hostname = snap.nodename
+        hs.cpu_info = snap.cpu_info
+        hs.supported_instances = snap.supported_instances
+        hs.metrics = snap.metrics
+        hs.numa_topology = snap.numa_topology
+        hs.pci_pools = snap.pci_pools
+        hs.aggregates = self._host_aggs.get(snap.host, ())
+        hs.service = service
+        hs.instances = set(base_insts)
+        if hs.assumed:
+            for a in sorted(hs.assumed.values(), key=lambda a: a.created):
+                _apply_assumption(hs, a)
+                hs.instances.add(a.instance_uuid)
+        else:
+            hs.updated = snap.updated
+        if touch:
+            hs.touch()
+
+    async def _reapply_all(self) -> None:
+        for cell in list(self._cells.values()):
+            await self._reconcile_nodes(cell, list(cell.table))
+
+
+def _apply_assumption(hs: HostState, a: Assumption) -> None:
+    """nova's consume_from_request arithmetic for one instance."""
+    hs.free_ram_mb -= a.memory_mb
+    hs.free_disk_mb -= a.disk_mb
+    hs.vcpus_used += a.vcpus
+    hs.num_instances += 1
+    hs.num_io_ops += 1
+    if a.numa_topology is not None:
+        hs.numa_topology = a.numa_topology
+    if a.pci_pools is not None:
+        hs.pci_pools = a.pci_pools
+
+
+def _set_aggregates(hs: HostState, aggs: tuple[Aggregate, ...]) -> None:
+    hs.aggregates = aggs
+    hs.touch()

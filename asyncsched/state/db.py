@@ -1,0 +1,119 @@
+"""One nova database reached through a small asyncpg pool, with bounded queries and backoff.
+
+A ``NovaDatabase`` never raises anything but ``DatabaseUnavailable`` from ``fetch``: timeouts,
+refused connections, a renamed/dropped database and SQL errors all become "this database is
+unavailable now", so the cache can keep serving and retry later. After a failure the pool is
+thrown away (the next attempt reconnects from scratch) and ``retry_delay`` grows up to
+``[asyncsched] db_reconnect_max``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
+from asyncsched.exceptions import DatabaseUnavailable
+
+LOG = logging.getLogger(__name__)
+
+
+class NovaDatabase:
+    """Lazily connected pool for one database plus its health bookkeeping."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        pool_size: int,
+        query_timeout: float,
+        reconnect_max: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.name = name
+        self.url = url
+        self.dsn = to_asyncpg_dsn(url)
+        self.pool_size = pool_size
+        self.query_timeout = query_timeout
+        self.reconnect_max = reconnect_max
+        self._clock = clock
+        self._pool: asyncpg.Pool | None = None
+        self._pool_lock = asyncio.Lock()
+        self.failures = 0
+        self.last_error: str | None = None
+        self.last_ok: float | None = None
+        self.failed_since: float | None = None
+
+    @property
+    def redacted(self) -> str:
+        return redact_url(self.url)
+
+    @property
+    def retry_delay(self) -> float:
+        """Backoff after ``failures`` consecutive failures: 1, 2, 4, ... capped."""
+        if self.failures <= 0:
+            return 0.0
+        return float(min(self.reconnect_max, 2.0 ** (self.failures - 1)))
+
+    async def _get_pool(self) -> asyncpg.Pool:
+        async with self._pool_lock:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    self.dsn,
+                    min_size=0,
+                    max_size=self.pool_size,
+                    timeout=self.query_timeout,
+                    command_timeout=self.query_timeout,
+                    statement_cache_size=32,
+                )
+            return self._pool
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Run one read query within ``query_timeout`` or raise DatabaseUnavailable."""
+        try:
+            async with asyncio.timeout(self.query_timeout):
+                pool = await self._get_pool()
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(sql, *args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # any failure means "unavailable now"; never crash the caller
+            await self._discard_pool()
+            msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise DatabaseUnavailable(f"{self.name} ({self.redacted}): {msg}") from exc
+        return list(rows)
+
+    def mark_ok(self) -> None:
+        if self.failures:
+            LOG.warning("database %s is reachable again", self.name)
+        self.failures = 0
+        self.failed_since = None
+        self.last_ok = self._clock()
+
+    def mark_failed(self, error: BaseException) -> None:
+        if self.failures == 0:
+            LOG.warning("database %s unavailable, serving cached state: %s", self.name, error)
+            self.failed_since = self._clock()
+        else:
+            LOG.debug("database %s still unavailable: %s", self.name, error)
+        self.failures += 1
+        self.last_error = str(error)
+
+    async def _discard_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                async with asyncio.timeout(5):
+                    await pool.close()
+            except (TimeoutError, Exception):  # a hung server must not block shutdown
+                pool.terminate()
