@@ -1,0 +1,418 @@
+"""The decision path: filter, weigh and pick for one instance, with no I/O.
+
+This is the hot loop of asyncsched. A request builds a :class:`RequestHosts` once (the
+candidate HostStates, their Placement allocation candidates and their rows in the shared
+:class:`HostColumns`), then for each instance of a multi-create calls :meth:`filter` and
+:meth:`pick`. The current host list is a numpy index array into the request's base lists,
+so filtering never copies HostState objects. Built-in numeric filters and weighers run as
+numpy expressions over columns; other state-only plugins run ``filter_states``/
+``weigh_states`` on the surviving hosts; plugins that read request-local candidates or limits
+(NUMA/PCI, third-party) get a HostCandidate per host, nova style.
+
+Semantics are nova's (see reference §1.5, §3, §4), with one documented difference: the host
+list carried to the next instance keeps its original order instead of nova's
+``[chosen] + weighed`` order, which only matters for hosts tied at the same weight.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from asyncsched.conf.options import Config
+from asyncsched.objects.models import Aggregate, RequestSpec
+from asyncsched.scheduling.columns import BoolArray, FloatArray, HostColumns, IntArray
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.scheduling.filters.io_ops_filter import IoOpsFilter
+from asyncsched.scheduling.filters.num_instances_filter import NumInstancesFilter
+from asyncsched.scheduling.weighers.base import BaseHostWeigher
+from asyncsched.scheduling.weighers.build_failure import BuildFailureWeigher
+from asyncsched.scheduling.weighers.cpu import CPUWeigher
+from asyncsched.scheduling.weighers.disk import DiskWeigher
+from asyncsched.scheduling.weighers.hypervisor_version import HypervisorVersionWeigher
+from asyncsched.scheduling.weighers.io_ops import IoOpsWeigher
+from asyncsched.scheduling.weighers.num_instances import NumInstancesWeigher
+from asyncsched.scheduling.weighers.pci import PCIWeigher
+from asyncsched.scheduling.weighers.ram import RAMWeigher
+from asyncsched.state.host_state import HostState
+
+Reasons = dict[str, Counter[str]]
+
+#: shared and never mutated: a host's list is copied before a plugin may prune it.
+_NO_CANDIDATES: list[dict[str, Any]] = []
+
+#: exact built-in weigher class -> column holding its raw score.
+WEIGHER_COLUMNS: dict[type[BaseHostWeigher], str] = {
+    RAMWeigher: "free_ram_mb",
+    CPUWeigher: "cpu_free",
+    DiskWeigher: "free_disk_mb",
+    IoOpsWeigher: "num_io_ops",
+    HypervisorVersionWeigher: "hypervisor_version",
+    NumInstancesWeigher: "num_instances",
+    BuildFailureWeigher: "failed_builds",
+    PCIWeigher: "pci_score",
+}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _compute_filter_fast(
+    f: BaseHostFilter, cols: HostColumns, slots: IntArray, now: datetime
+) -> tuple[BoolArray, Counter[str]]:
+    no_svc = cols.flag["no_service"][slots]
+    disabled = cols.flag["disabled"][slots] & ~no_svc
+    beat = cols.num["beat"][slots]
+    win = float(f.config.default.service_down_time)
+    ts = now.timestamp() if now.tzinfo is not None else now.replace(tzinfo=UTC).timestamp()
+    with np.errstate(invalid="ignore"):
+        alive = np.abs(ts - beat) <= win  # NaN (no heartbeat) compares False
+    down = ~no_svc & ~disabled & (cols.flag["forced_down"][slots] | ~alive)
+    ok = ~(no_svc | disabled | down)
+    reasons: Counter[str] = Counter()
+    if not ok.all():
+        for code, mask in (("no-service", no_svc), ("disabled", disabled), ("down", down)):
+            c = int(mask.sum())
+            if c:
+                reasons[code] = c
+    return ok, reasons
+
+
+def _threshold_fast(column: str, limit: int, code: str) -> Callable[..., Any]:
+    def run(
+        f: BaseHostFilter, cols: HostColumns, slots: IntArray, now: datetime
+    ) -> tuple[BoolArray, Counter[str]]:
+        ok = cols.num[column][slots] < limit
+        bad = int(len(ok) - ok.sum())
+        return ok, Counter({code: bad}) if bad else Counter()
+
+    return run
+
+
+def _fast_filter(
+    f: BaseHostFilter,
+) -> Callable[[BaseHostFilter, HostColumns, IntArray, datetime], tuple[BoolArray, Counter[str]]]:
+    kind = type(f)
+    if kind is ComputeFilter:
+        return _compute_filter_fast
+    if kind is IoOpsFilter:
+        return _threshold_fast(
+            "num_io_ops", f.config.filter_scheduler.max_io_ops_per_host, "io-ops"
+        )
+    if kind is NumInstancesFilter:
+        return _threshold_fast(
+            "num_instances", f.config.filter_scheduler.max_instances_per_host, "num-instances"
+        )
+    raise KeyError(kind)
+
+
+@dataclass(slots=True)
+class _FilterStep:
+    plugin: BaseHostFilter
+    fast: Callable[..., tuple[BoolArray, Counter[str]]] | None
+    state_only: bool
+
+
+@dataclass(slots=True)
+class RequestHosts:
+    """One request's hosts: base lists plus the current (cumulative) selection ``cur``."""
+
+    engine: DecisionEngine
+    states: list[HostState]
+    cands: list[list[dict[str, Any]]]
+    slots: IntArray
+    cur: IntArray
+    limits: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reasons: Reasons = field(default_factory=dict)
+    initial: int = 0
+    weights: FloatArray | None = None
+    by_host: dict[str, list[int]] | None = None
+
+    # -- filtering -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.cur)
+
+    def current_states(self) -> list[HostState]:
+        states = self.states
+        return [states[i] for i in self.cur.tolist()]
+
+    def _keep(self, mask: BoolArray) -> None:
+        self.cur = self.cur[mask]
+
+    def _count(self, name: str, reasons: Counter[str]) -> None:
+        if reasons:
+            self.reasons.setdefault(name, Counter()).update(reasons)
+
+    def apply_host_rules(self, spec: RequestSpec) -> bool:
+        """requested_destination / ignore_hosts / force_hosts / force_nodes (nova's order).
+
+        Returns True when filters must be skipped (forcing without ``_nova_check_type``).
+        """
+        states = self.states
+        dest = spec.requested_destination
+        if dest is not None and dest.host is not None:
+            want_host, want_node = dest.host, dest.node
+            mask = np.fromiter(
+                (
+                    states[i].host == want_host
+                    and (not want_node or states[i].nodename == want_node)
+                    for i in self.cur.tolist()
+                ),
+                dtype=bool,
+                count=len(self.cur),
+            )
+            self._count("requested_destination", Counter({"not-requested": int((~mask).sum())}))
+            self._keep(mask)
+        ignore = [h.lower() for h in spec.ignore_hosts or ()]
+        force_hosts = [h.lower() for h in spec.force_hosts or ()]
+        force_nodes = set(spec.force_nodes or ())
+        if not (ignore or force_hosts or force_nodes):
+            return False
+        if ignore:
+            mask = np.fromiter(
+                (states[i].host.lower() not in ignore for i in self.cur.tolist()),
+                dtype=bool,
+                count=len(self.cur),
+            )
+            self._count("ignore_hosts", Counter({"ignored": int((~mask).sum())}))
+            self._keep(mask)
+            if not len(self.cur):
+                return True
+        if force_hosts:
+            mask = np.fromiter(
+                (states[i].host.lower() in force_hosts for i in self.cur.tolist()),
+                dtype=bool,
+                count=len(self.cur),
+            )
+            self._count("force_hosts", Counter({"not-forced": int((~mask).sum())}))
+            self._keep(mask)
+        if force_nodes:
+            mask = np.fromiter(
+                (states[i].nodename in force_nodes for i in self.cur.tolist()),
+                dtype=bool,
+                count=len(self.cur),
+            )
+            self._count("force_nodes", Counter({"not-forced": int((~mask).sum())}))
+            self._keep(mask)
+        check_type = spec.scheduler_hints.get("_nova_check_type")
+        return bool(not check_type and (force_hosts or force_nodes))
+
+    def filter(self, spec: RequestSpec, index: int) -> int:
+        """Run the enabled filters for instance ``index``; returns the hosts left."""
+        engine = self.engine
+        rebuild = spec.is_rebuild
+        for step in engine.steps:
+            if not len(self.cur):
+                break
+            f = step.plugin
+            if index > 0 and f.run_filter_once_per_request:
+                continue
+            if rebuild and not f.RUN_ON_REBUILD:
+                continue
+            if not f.is_active(spec):
+                continue
+            if step.fast is not None:
+                mask, reasons = step.fast(f, engine.columns, self.slots[self.cur], engine.clock())
+            elif step.state_only:
+                codes = f.filter_states(self.current_states(), spec)
+                mask = np.fromiter((c is None for c in codes), dtype=bool, count=len(codes))
+                reasons = (
+                    Counter(c for c in codes if c is not None) if not mask.all() else Counter()
+                )
+            else:
+                mask, reasons = self._filter_candidates(f, spec)
+            self._count(f.name, reasons)
+            self._keep(mask)
+        return len(self.cur)
+
+    def _filter_candidates(
+        self, f: BaseHostFilter, spec: RequestSpec
+    ) -> tuple[BoolArray, Counter[str]]:
+        """nova-style per-host call for plugins that read or prune request-local data."""
+        out = np.zeros(len(self.cur), dtype=bool)
+        reasons: Counter[str] = Counter()
+        for pos, i in enumerate(self.cur.tolist()):
+            hc = HostCandidate(self.states[i], list(self.cands[i]), dict(self.limits.get(i, {})))
+            code = f.host_passes(hc, spec)
+            if code is None:
+                out[pos] = True
+                self.cands[i] = hc.allocation_candidates
+                if hc.limits:
+                    self.limits[i] = hc.limits
+            else:
+                reasons[code] += 1
+        return out, reasons
+
+    # -- weighing and picking --------------------------------------------------------------
+
+    def weigh(self, spec: RequestSpec) -> FloatArray:
+        """nova's combined weight of every current host (min/max normalised, multiplied)."""
+        engine = self.engine
+        n = len(self.cur)
+        total = np.zeros(n)
+        if n <= 1:
+            return total
+        slots = self.slots[self.cur]
+        states: list[HostState] | None = None
+        for w in engine.weighers:
+            if not w.is_active(spec):
+                continue
+            per_host = w.aggregate_key is not None and w.aggregate_key in engine.aggregate_keys
+            if not per_host and w.config_multiplier() == 0.0:
+                continue
+            column = WEIGHER_COLUMNS.get(type(w))
+            if column is not None:
+                raw = engine.columns.num[column][slots]
+            else:
+                if states is None:
+                    states = self.current_states()
+                raw = np.asarray(w.weigh_states(states, spec), dtype=np.float64)
+            if w.minval is not None:
+                raw = np.maximum(raw, w.minval)
+            if w.maxval is not None:
+                raw = np.minimum(raw, w.maxval)
+            lo = float(w.minval) if w.minval is not None else float(raw.min())
+            hi = float(w.maxval) if w.maxval is not None else float(raw.max())
+            if lo == hi:
+                continue
+            norm = (raw - lo) / (hi - lo)
+            if per_host:
+                assert w.aggregate_key is not None
+                total += self._multipliers(w, w.aggregate_key) * norm
+            else:
+                total += w.config_multiplier() * norm
+        return total
+
+    def _multipliers(self, w: BaseHostWeigher, key: str) -> FloatArray:
+        """Per-host multipliers: config value, except hosts in an aggregate carrying ``key``."""
+        n = len(self.cur)
+        mult = np.full(n, w.config_multiplier())
+        if self.by_host is None:
+            by_host: dict[str, list[int]] = {}
+            for b, s in enumerate(self.states):
+                by_host.setdefault(s.host, []).append(b)
+            self.by_host = by_host
+        pos = np.full(len(self.states), -1, dtype=np.intp)
+        pos[self.cur] = np.arange(n, dtype=np.intp)
+        for host in self.engine.aggregate_hosts.get(key, ()):
+            for b in self.by_host.get(host, ()):
+                p = int(pos[b])
+                if p >= 0:
+                    mult[p] = w.multiplier(self.states[b])
+        return mult
+
+    def pick(self, spec: RequestSpec) -> Ordering:
+        """Weigh and choose (host_subset_size, shuffle_best_same_weighed_hosts)."""
+        weights = self.weigh(spec)
+        self.weights = weights
+        fs = self.engine.config.filter_scheduler
+        subset, shuffle = fs.host_subset_size, fs.shuffle_best_same_weighed_hosts
+        n = len(self.cur)
+        if subset <= 1 and not shuffle:
+            return Ordering(self, weights, int(np.argmax(weights)), None)
+        order = np.argsort(-weights, kind="stable").tolist()
+        if shuffle:
+            best = weights[order[0]]
+            ties = [p for p in order if weights[p] == best]
+            self.engine.rng.shuffle(ties)
+            order = ties + order[len(ties) :]
+        chosen = self.engine.rng.choice(order[: min(subset, n)])
+        return Ordering(self, weights, chosen, order)
+
+
+@dataclass(slots=True)
+class Ordering:
+    """The pick: ``chosen`` first, then the rest in weighed order (computed on demand)."""
+
+    hosts: RequestHosts
+    weights: FloatArray
+    chosen: int  # position in hosts.cur at pick time
+    _order: list[int] | None
+    cur: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cur = self.hosts.cur
+
+    @property
+    def chosen_index(self) -> int:
+        """Index into the request's base lists."""
+        return int(self.cur[self.chosen])
+
+    def indices(self) -> list[int]:
+        """Base indices: chosen, then the others by descending weight (stable)."""
+        order = self._order
+        if order is None:
+            order = np.argsort(-self.weights, kind="stable").tolist()
+            self._order = order
+        cur = self.cur.tolist()
+        return [cur[self.chosen]] + [cur[p] for p in order if p != self.chosen]
+
+
+class DecisionEngine:
+    """Filter/weigher instances plus the shared columns; rebuilt on SIGHUP."""
+
+    def __init__(
+        self,
+        config: Config,
+        filters: Sequence[BaseHostFilter],
+        weighers: Sequence[BaseHostWeigher],
+        *,
+        columns: HostColumns | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.filters = list(filters)
+        self.weighers = list(weighers)
+        self.columns = columns if columns is not None else HostColumns()
+        self.clock = clock
+        self.rng = rng if rng is not None else random.Random()
+        self.aggregate_keys: frozenset[str] = frozenset()
+        self.aggregate_hosts: dict[str, set[str]] = {}
+        self.steps: list[_FilterStep] = []
+        for f in self.filters:
+            try:
+                fast: Callable[..., tuple[BoolArray, Counter[str]]] | None = _fast_filter(f)
+            except KeyError:
+                fast = None
+            self.steps.append(_FilterStep(f, fast, type(f).is_state_only()))
+
+    def set_aggregates(self, aggregates: Iterable[Aggregate]) -> None:
+        """Index aggregate metadata keys -> member hosts (per-aggregate weigher multipliers).
+
+        Call when aggregates change; cheap (proportional to aggregate membership).
+        """
+        hosts: dict[str, set[str]] = {}
+        for agg in aggregates:
+            for key in agg.metadata:
+                hosts.setdefault(key, set()).update(agg.hosts)
+        self.aggregate_hosts = hosts
+        self.aggregate_keys = frozenset(hosts)
+
+    def start(
+        self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
+    ) -> RequestHosts:
+        """Begin a request over ``states`` (cands[i] = allocation requests of states[i])."""
+        base = list(states)
+        slots = self.columns.slots(base)
+        n = len(base)
+        return RequestHosts(
+            engine=self,
+            states=base,
+            cands=list(cands) if cands is not None else [_NO_CANDIDATES] * n,
+            slots=slots,
+            cur=np.arange(n, dtype=np.intp),
+            initial=n,
+        )
+
+    def refresh(self, state: HostState) -> None:
+        self.columns.refresh(state)
