@@ -58,6 +58,11 @@ class HostColumns:
     def __len__(self) -> int:
         return len(self._states)
 
+    @property
+    def states(self) -> list[HostState]:
+        """The HostState of each row (row number = index)."""
+        return self._states
+
     def _grow(self, need: int) -> None:
         cap = len(self.gen)
         if need <= cap:

@@ -134,7 +134,6 @@ class RequestHosts:
     reasons: Reasons = field(default_factory=dict)
     initial: int = 0
     weights: FloatArray | None = None
-    by_host: dict[str, list[int]] | None = None
 
     # -- filtering -------------------------------------------------------------------------
 
@@ -294,21 +293,16 @@ class RequestHosts:
 
     def _multipliers(self, w: BaseHostWeigher, key: str) -> FloatArray:
         """Per-host multipliers: config value, except hosts in an aggregate carrying ``key``."""
-        n = len(self.cur)
-        mult = np.full(n, w.config_multiplier())
-        if self.by_host is None:
-            by_host: dict[str, list[int]] = {}
-            for b, s in enumerate(self.states):
-                by_host.setdefault(s.host, []).append(b)
-            self.by_host = by_host
-        pos = np.full(len(self.states), -1, dtype=np.intp)
-        pos[self.cur] = np.arange(n, dtype=np.intp)
-        for host in self.engine.aggregate_hosts.get(key, ()):
-            for b in self.by_host.get(host, ()):
-                p = int(pos[b])
-                if p >= 0:
-                    mult[p] = w.multiplier(self.states[b])
-        return mult
+        engine = self.engine
+        kind = type(w)
+        if kind.multiplier is BaseHostWeigher.multiplier or kind is BuildFailureWeigher:
+            vals = engine.aggregate_values(key)[self.slots[self.cur]]
+            if kind is BuildFailureWeigher:
+                conf = float(engine.config.filter_scheduler.build_failure_weight_multiplier)
+                return -1.0 * np.where(np.isnan(vals), conf, vals)
+            return np.where(np.isnan(vals), w.config_multiplier(), vals)
+        states = self.current_states()
+        return np.fromiter((w.multiplier(s) for s in states), dtype=np.float64, count=len(states))
 
     def pick(self, spec: RequestSpec) -> Ordering:
         """Weigh and choose (host_subset_size, shuffle_best_same_weighed_hosts)."""
@@ -377,7 +371,9 @@ class DecisionEngine:
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
         self.aggregate_keys: frozenset[str] = frozenset()
-        self.aggregate_hosts: dict[str, set[str]] = {}
+        self._aggregates: list[Aggregate] | None = None
+        self._agg_values: dict[str, dict[str, float]] = {}
+        self._agg_columns: dict[str, FloatArray] = {}
         self.steps: list[_FilterStep] = []
         for f in self.filters:
             try:
@@ -391,12 +387,43 @@ class DecisionEngine:
 
         Call when aggregates change; cheap (proportional to aggregate membership).
         """
-        hosts: dict[str, set[str]] = {}
-        for agg in aggregates:
-            for key in agg.metadata:
-                hosts.setdefault(key, set()).update(agg.hosts)
-        self.aggregate_hosts = hosts
-        self.aggregate_keys = frozenset(hosts)
+        aggs = list(aggregates)
+        if aggs == self._aggregates:
+            return
+        self._aggregates = aggs
+        raw: dict[str, dict[str, set[str]]] = {}
+        for agg in aggs:
+            for key, value in agg.metadata.items():
+                per_host = raw.setdefault(key, {})
+                for host in agg.hosts:
+                    per_host.setdefault(host, set()).add(value)
+        values: dict[str, dict[str, float]] = {}
+        for key, per_host in raw.items():
+            out: dict[str, float] = {}
+            for host, vals in per_host.items():
+                try:
+                    out[host] = min(float(v) for v in vals)
+                except ValueError:
+                    out[host] = float("nan")  # nova: warn and use the config value
+            values[key] = out
+        self._agg_values = values
+        self._agg_columns = {}
+        self.aggregate_keys = frozenset(raw)
+
+    def aggregate_values(self, key: str) -> FloatArray:
+        """Per column row: the minimum aggregate value of ``key`` (NaN = use config)."""
+        cols = self.columns
+        arr = self._agg_columns.get(key)
+        if arr is None or len(arr) < len(cols):
+            values = self._agg_values.get(key, {})
+            nan = float("nan")
+            arr = np.fromiter(
+                (values.get(s.host, nan) for s in cols.states),
+                dtype=np.float64,
+                count=len(cols),
+            )
+            self._agg_columns[key] = arr
+        return arr
 
     def start(
         self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
