@@ -279,7 +279,9 @@ def _parse_pool(obj: Any) -> PciDevicePool:
         raise ValueError("PCI pool is not an object")
     if "nova_object.data" in obj:
         d = _unwrap(obj, "PciDevicePool")
-        tags_raw = d.get("tags") or {}
+        tags_raw = d.get("tags")
+        if tags_raw is None:
+            tags_raw = {}
         if not isinstance(tags_raw, dict):
             raise ValueError("PCI pool tags: expected an object")
     else:  # pre-object format: a flat dict, tags inline
