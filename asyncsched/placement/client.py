@@ -491,7 +491,7 @@ class PlacementClient:
         last = ""
         for attempt in range(DELETE_ATTEMPTS):
             if attempt:
-                await asyncio.sleep(self._rng.uniform(0, 0.25 * 2**attempt))
+                await asyncio.sleep(self._rng.uniform(0, self._claim_backoff / 8 * 2**attempt))
             try:
                 status, body = await self._request(
                     "DELETE",
