@@ -405,15 +405,16 @@ def _check_special(section: str, name: str, value: Any) -> Any:
 
 
 def _check_transport_url(value: str) -> None:
-    scheme, sep, rest = value.partition("://")
-    if scheme != "rabbit" or not sep:
+    """Validate with the RPC layer's own parser, so what loads is what the server can use."""
+    from asyncsched.rpc.transport_url import parse_transport_url
+
+    try:
+        parse_transport_url(value)
+    except ConfigError as exc:
         raise _BadValue(
             "rabbit://user:password@host:port[,user:password@host2:port]/vhost "
-            "(asyncsched speaks the oslo.messaging rabbit driver only)"
-        )
-    hosts = rest.split("/", 1)[0]
-    if not hosts or any(not h.rpartition("@")[2] for h in hosts.split(",")):
-        raise _BadValue("rabbit://user:password@host:port/vhost with at least one host")
+            f"({mask_url_passwords(str(exc))})"
+        ) from None
 
 
 def load(sources: ConfigSources) -> LoadedConfig:
