@@ -368,13 +368,14 @@ class HostStateCache:
             numa_topology=numa_topology,
             pci_pools=pci_pools,
         )
-        replaced = instance_uuid in host.assumed
+        prev = host.assumed.get(instance_uuid)
         host.assumed[instance_uuid] = a
-        if replaced:  # the same instance consumed twice: count it once
-            self._rebase_host(host)
-        else:
+        if prev is None:
             _apply_assumption(host, a)
-            host.instances.add(instance_uuid)
+        elif not self._rebase_host(host):  # the same instance again: count it once
+            _unapply_assumption(host, prev)
+            _apply_assumption(host, a)
+        host.instances.add(instance_uuid)
         host.updated = _utcnow()
         host.touch()
 
@@ -384,10 +385,13 @@ class HostStateCache:
             self.release_locked(host, instance_uuid)
 
     def release_locked(self, host: HostState, instance_uuid: str) -> None:
-        if host.assumed.pop(instance_uuid, None) is None:
+        a = host.assumed.pop(instance_uuid, None)
+        if a is None:
             return
         self.metrics["assumptions_released"] += 1
-        self._rebase_host(host)
+        if not self._rebase_host(host):  # not in the table: undo the arithmetic by hand
+            _unapply_assumption(host, a)
+            host.instances.discard(instance_uuid)
         host.touch()
 
     # ---- HostStateEvents: the RPC casts ---------------------------------------------------
@@ -881,13 +885,15 @@ class HostStateCache:
         else:
             fn(hs, *args)
 
-    def _rebase_host(self, hs: HostState) -> None:
-        """Recompute a host from its snapshot and pending assumptions (caller holds lock)."""
+    def _rebase_host(self, hs: HostState) -> bool:
+        """Recompute a host from its snapshot and pending assumptions (caller holds lock).
+        False when the host has no snapshot (it left the table)."""
         cell = self._cells.get(hs.cell_uuid)
         snap = cell.snaps.get(hs.uuid) if cell is not None else None
-        if cell is None or snap is None:  # host left the table; undo arithmetic only
-            return
+        if cell is None or snap is None:
+            return False
         self._rebase_with(hs, cell, snap, cell.services.get(hs.host, hs.service), touch=False)
+        return True
 
     def _rebase_with(
         self,
@@ -968,6 +974,15 @@ def _apply_assumption(hs: HostState, a: Assumption) -> None:
         hs.numa_topology = a.numa_topology
     if a.pci_pools is not None:
         hs.pci_pools = a.pci_pools
+
+
+def _unapply_assumption(hs: HostState, a: Assumption) -> None:
+    """Inverse arithmetic, for a host that has no DB snapshot to rebase on."""
+    hs.free_ram_mb += a.memory_mb
+    hs.free_disk_mb += a.disk_mb
+    hs.vcpus_used -= a.vcpus
+    hs.num_instances -= 1
+    hs.num_io_ops -= 1
 
 
 def _set_aggregates(hs: HostState, aggs: tuple[Aggregate, ...]) -> None:
