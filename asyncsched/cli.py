@@ -115,10 +115,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     for note in loaded.ignored:
         LOG.debug(note)
-    service = build_service(loaded.config, sources_from_args(args))
+    try:
+        service = build_service(loaded.config, sources_from_args(args))
+    except ConfigError as exc:  # a component refusing its options at construction
+        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
     try:
         return asyncio.run(service.run())
-    except KeyboardInterrupt:  # pragma: no cover - only before the handlers are installed
+    except KeyboardInterrupt:  # only before the signal handlers are installed
         return EX_FAILURE
 
 
