@@ -151,6 +151,7 @@ def _filter_pools(
             code, f"PCI request {label}: {want} device(s) matching {list(specs)}, {have} free"
         )
 
+    before_numa = matched
     if numa_cells:
         policy = request.numa_policy or POLICY_LEGACY
         cell_ids = [c.id for c in numa_cells]
@@ -207,7 +208,20 @@ def _filter_pools(
             for p in matched
             if p.rp_uuid is not None and p.rp_uuid in per_rp and p.count >= per_rp[p.rp_uuid]
         ]
-        if _count(matched) < want:
+        # Stricter than nova, which lets a pool on one allocated provider stand in for
+        # another allocated provider it cannot see (and then under-counts the consumption).
+        if _count(matched) < want or set(per_rp) - {p.rp_uuid for p in matched}:
+            remote = sorted(
+                {p.numa_node for p in before_numa if p.rp_uuid in per_rp and p not in matched},
+                key=lambda n: (n is None, n or 0),
+            )
+            if numa_cells and remote:
+                return None, PciCheck(
+                    "pci:wrong-numa-node",
+                    f"PCI request {label}: Placement allocated device(s) from providers "
+                    f"{sorted(per_rp)} on host NUMA node(s) {remote}, the guest is on "
+                    f"{[c.id for c in numa_cells]}",
+                )
             return None, PciCheck(
                 "pci:placement-mismatch",
                 f"PCI request {label}: Placement allocated from providers {sorted(per_rp)}, "
