@@ -1,0 +1,561 @@
+"""SchedulerManager: nova's select_destinations, end to end (reference §1).
+
+pre-filters -> Placement query (+ PCPU fallback) -> host states for the candidates (cache)
+-> per instance: filter -> weigh -> pick -> assume (consume) -> claim in Placement
+-> Selections with alternates. Claims of a multi-create overlap in time (bounded by
+``[asyncsched] claim_concurrency``) while decisions stay sequential: instance k is consumed
+on its host before its claim is sent, so instance k+1 already sees it; a failed claim
+releases that consumption and the instance is decided again on the hosts left. Any failure
+rolls back every claim of the request before NoValidHost is raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import uuid as uuidlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from asyncsched.conf.options import Config
+from asyncsched.exceptions import (
+    AllocationUpdateFailed,
+    ConfigError,
+    NoValidHost,
+    PlacementError,
+)
+from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.models import (
+    Aggregate,
+    CellMapping,
+    NUMATopologyLimits,
+    RequestContext,
+    RequestSpec,
+    SchedulerLimits,
+    Selection,
+)
+from asyncsched.placement.claims import ClaimBatch, ClaimResult
+from asyncsched.placement.prefilters import run_prefilters
+from asyncsched.placement.query import ResourceRequest, build_resource_request
+from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
+from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
+from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.scheduling.loader import load_filters, load_weighers
+from asyncsched.state.host_state import HostState
+
+try:  # NUMA/PCI consumption (issue 7); absent in builds without it
+    from asyncsched.scheduling.numa.consume import consume_numa_pci
+except ImportError:  # pragma: no cover - depends on the build
+    consume_numa_pci = None  # type: ignore[assignment]
+
+LOG = logging.getLogger(__name__)
+
+NOT_ENOUGH = "There are not enough hosts available."
+
+
+class HostCache(Protocol):
+    """The parts of asyncsched.state.cache.HostStateCache the scheduler uses."""
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]: ...
+    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]: ...
+    def all_hosts(self) -> list[HostState]: ...
+    def cells(self) -> list[CellMapping]: ...
+    def aggregates(self) -> list[Aggregate]: ...
+    def consume_locked(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        numa_topology: HostNUMATopology | None = None,
+        pci_pools: tuple[PciDevicePool, ...] | None = None,
+    ) -> None: ...
+    async def release(self, host: HostState, instance_uuid: str) -> None: ...
+
+
+class Placement(Protocol):
+    """The parts of asyncsched.placement.client.PlacementClient the scheduler uses."""
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = ...,
+        may_have_allocations: bool = ...,
+    ) -> bool: ...
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None: ...
+
+
+def availability_zone(host: HostState, config: Config) -> str:
+    """The host's AZ from aggregate metadata, else ``[DEFAULT] default_availability_zone``."""
+    for agg in host.aggregates:
+        az = agg.metadata.get("availability_zone")
+        if az:
+            return az
+    return config.default.default_availability_zone
+
+
+def make_selection(
+    host: HostState,
+    config: Config,
+    *,
+    allocation_request: Mapping[str, Any] | None,
+    version: str | None,
+    limits: Mapping[str, Any] | None = None,
+) -> Selection:
+    """Selection.from_host_state: allocation_request as a JSON string ("null" when none)."""
+    numa = (limits or {}).get("numa_topology")
+    return Selection(
+        compute_node_uuid=host.uuid,
+        service_host=host.host,
+        nodename=host.nodename,
+        cell_uuid=host.cell_uuid,
+        limits=SchedulerLimits(
+            numa_topology=numa if isinstance(numa, NUMATopologyLimits) else None
+        ),
+        allocation_request=json.dumps(allocation_request),
+        allocation_request_version=version,
+        availability_zone=availability_zone(host, config),
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _Placed:
+    """One instance placed by this request."""
+
+    uuid: str
+    base: int  # index into RequestHosts
+    alloc: Mapping[str, Any] | None
+
+
+class _Request:
+    """The mutable state of one select_destinations call."""
+
+    def __init__(
+        self,
+        mgr: SchedulerManager,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        hosts: RequestHosts,
+        engine: DecisionEngine,
+        version: str | None,
+        claims: bool,
+    ) -> None:
+        self.mgr = mgr
+        self.ctx = ctx
+        self.spec = spec
+        self.hosts = hosts
+        self.engine = engine
+        self.version = version
+        self.claims = claims
+        self.placed: list[_Placed] = []
+        self.consumed: list[tuple[HostState, str]] = []
+        self.failed: dict[str, set[int]] = {}
+
+    # -- consumption -----------------------------------------------------------------------
+
+    async def consume(self, base: int, spec: RequestSpec, instance_uuid: str) -> None:
+        host = self.hosts.states[base]
+        async with host.lock:
+            topo: HostNUMATopology | None = None
+            pools: tuple[PciDevicePool, ...] | None = None
+            wants = spec.numa_topology is not None or (
+                spec.pci_requests is not None and spec.pci_requests.requests
+            )
+            if wants and consume_numa_pci is not None:
+                alloc = self.hosts.cands[base][0] if self.hosts.cands[base] else None
+                limits = self.hosts.limits.get(base, {}).get("numa_topology")
+                try:
+                    topo, pools, _fitted = consume_numa_pci(
+                        host,
+                        spec,
+                        limits=limits if isinstance(limits, NUMATopologyLimits) else None,
+                        provider_mapping=alloc.get("mappings") if alloc else None,
+                    )
+                except Exception:  # nova: consume errors are logged and swallowed
+                    LOG.exception("NUMA/PCI consume failed on %s", host.nodename)
+            try:
+                self.mgr.cache.consume_locked(
+                    host, spec, instance_uuid, numa_topology=topo, pci_pools=pools
+                )
+            except Exception:
+                LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
+        self.consumed.append((host, instance_uuid))
+        self.engine.refresh(host)
+
+    async def release(self, base: int, instance_uuid: str) -> None:
+        host = self.hosts.states[base]
+        try:
+            await self.mgr.cache.release(host, instance_uuid)
+        except Exception:
+            LOG.exception("release failed on %s", host.nodename)
+        self.consumed = [(h, u) for h, u in self.consumed if not (h is host and u == instance_uuid)]
+        self.engine.refresh(host)
+
+    async def release_all(self) -> None:
+        for host, instance_uuid in list(self.consumed):
+            try:
+                await self.mgr.cache.release(host, instance_uuid)
+            except Exception:
+                LOG.exception("release failed on %s", host.nodename)
+            self.engine.refresh(host)
+        self.consumed.clear()
+
+    # -- spec bookkeeping between instances ------------------------------------------------
+
+    def after_placed(self, spec: RequestSpec, base: int, instance_uuid: str) -> RequestSpec:
+        """nova's _consume_selected_host: the group learns the host (and member)."""
+        group = spec.instance_group
+        if group is None:
+            return spec
+        host = self.hosts.states[base].host
+        members = (
+            group.members if instance_uuid in group.members else (*group.members, instance_uuid)
+        )
+        return dataclasses.replace(
+            spec,
+            instance_group=dataclasses.replace(group, hosts=(*group.hosts, host), members=members),
+        )
+
+
+class SchedulerManager:
+    """The SchedulerAPI implementation (filter scheduler or, by config, the chance driver)."""
+
+    def __init__(
+        self,
+        config: Config,
+        cache: HostCache,
+        placement: Placement,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        rng: random.Random | None = None,
+        diagnostics: Diagnostics | None = None,
+    ) -> None:
+        self.cache = cache
+        self.placement = placement
+        self.clock = clock
+        self.rng = rng if rng is not None else random.Random()
+        self.diagnostics = diagnostics if diagnostics is not None else Diagnostics()
+        self.config = config
+        self.engine = self._build(config)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def _build(self, config: Config) -> DecisionEngine:
+        filters = load_filters(config)
+        for f in filters:
+            if isinstance(f, ComputeFilter):
+                f.clock = self.clock
+        weighers = load_weighers(config)
+        old = getattr(self, "engine", None)
+        return DecisionEngine(
+            config,
+            filters,
+            weighers,
+            columns=old.columns if old is not None else None,
+            clock=self.clock,
+            rng=self.rng,
+        )
+
+    def reconfigure(self, config: Config) -> None:
+        """SIGHUP: new filter/weigher instances and multipliers; on ConfigError the old stay."""
+        engine = self._build(config)  # raises ConfigError before anything changes
+        self.config = config
+        self.engine = engine
+        LOG.info(
+            "scheduler reconfigured: filters %s; weighers %s",
+            [f.name for f in engine.filters],
+            [w.name for w in engine.weighers],
+        )
+
+    # -- the RPC entry point ---------------------------------------------------------------
+
+    async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        if self.config.asyncsched.driver == "chance":
+            from asyncsched.scheduling.chance import ChanceScheduler
+
+            return await ChanceScheduler(
+                self.config, self.cache, self.placement, rng=self.rng, clock=self.clock
+            ).select_destinations(ctx, spec, instance_uuids, return_objects, return_alternates)
+        engine = self.engine
+        return_alternates = return_alternates and return_objects
+        hosts: RequestHosts | None = None
+        selected: list[str] = []
+        outcome = "ok"
+        try:
+            hosts, version, claims, spec = await self._hosts_for(ctx, spec, engine)
+            req = _Request(self, ctx, spec, hosts, engine, version, claims)
+            result = await self._schedule(req, instance_uuids, return_alternates)
+            selected = [r[0].compute_node_uuid for r in result]
+            return result
+        except NoValidHost as exc:
+            outcome = f"NoValidHost: {exc.reason}"
+            raise
+        except Exception as exc:
+            outcome = f"error: {type(exc).__name__}"
+            raise
+        finally:
+            summary = RequestSummary(
+                request_id=ctx.request_id,
+                candidates=hosts.initial if hosts is not None else 0,
+                reasons=Diagnostics.freeze(hosts.reasons) if hosts is not None else {},
+                selected=tuple(selected),
+                outcome=outcome,
+            )
+            self.diagnostics.record(summary)
+            if LOG.isEnabledFor(logging.DEBUG):
+                LOG.debug("select_destinations %s: %s", ctx.request_id, summary.line())
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _nodes_for(self, host: str | None, node: str | None) -> list[str]:
+        if host:
+            found = self.cache.get_by_host_node(host, node)
+        else:
+            found = [h for h in self.cache.all_hosts() if h.nodename == node]
+        return [h.uuid for h in found]
+
+    async def _hosts_for(
+        self, ctx: RequestContext, spec: RequestSpec, engine: DecisionEngine
+    ) -> tuple[RequestHosts, str | None, bool, RequestSpec]:
+        """Candidates from Placement (or every host on rebuild) as a RequestHosts."""
+        config = self.config
+        aggregates = self.cache.aggregates()
+        engine.set_aggregates(aggregates)
+        if spec.is_rebuild:
+            states = self._restrict_cell(spec, self.cache.all_hosts())
+            return engine.start(states), None, False, spec
+        spec = run_prefilters(ctx, spec, config, aggregates)
+        request = build_resource_request(spec, config, nodes_for=self._nodes_for)
+        try:
+            cands = await self.placement.get_allocation_candidates(request)
+            if request.cpu_pinning_requested and not config.workarounds.disable_fallback_pcpu_query:
+                fallback = build_resource_request(
+                    spec, config, enable_pinning_translate=False, nodes_for=self._nodes_for
+                )
+                cands = cands.merge(await self.placement.get_allocation_candidates(fallback))
+        except PlacementError as exc:
+            LOG.error("Placement allocation candidates query failed: %s", exc)
+            raise NoValidHost(reason="") from exc
+        if not cands.allocation_requests:
+            LOG.debug("Got no allocation candidates from the Placement API.")
+            raise NoValidHost(reason="")
+        states = self._restrict_cell(spec, self.cache.get_by_uuids(cands.provider_summaries))
+        by_rp = cands.alloc_reqs_by_rp_uuid
+        empty: list[dict[str, Any]] = []
+        per_host = [by_rp.get(s.uuid, empty) for s in states]
+        return engine.start(states, per_host), str(cands.version), True, spec
+
+    @staticmethod
+    def _restrict_cell(spec: RequestSpec, states: list[HostState]) -> list[HostState]:
+        dest = spec.requested_destination
+        if dest is not None and dest.cell is not None and not dest.allow_cross_cell_move:
+            cell = dest.cell.uuid
+            return [s for s in states if s.cell_uuid == cell]
+        return states
+
+    async def _schedule(
+        self, req: _Request, instance_uuids: Sequence[str] | None, return_alternates: bool
+    ) -> list[list[Selection]]:
+        config = self.config
+        spec = req.spec
+        hosts = req.hosts
+        legacy = instance_uuids is None or not req.claims
+        num = spec.num_instances if instance_uuids is None else len(instance_uuids)
+        uuids = (
+            list(instance_uuids)
+            if instance_uuids is not None
+            else [
+                str(uuidlib.uuid4())
+                for _ in range(num)  # request-local bookkeeping only
+            ]
+        )
+        project_id = spec.project_id or req.ctx.project_id or ""
+        user_id = spec.user_id or req.ctx.user_id or ""
+        batch = ClaimBatch(
+            self.placement,  # type: ignore[arg-type]
+            concurrency=config.asyncsched.claim_concurrency,
+            project_id=project_id,
+            user_id=user_id,
+            allocation_request_version=req.version or "1.36",
+        )
+        skip_filters = hosts.apply_host_rules(spec)
+        index = 0
+        try:
+            for index, instance_uuid in enumerate(uuids):
+                spec = dataclasses.replace(
+                    spec, instance_uuid=None if instance_uuids is None else instance_uuid
+                )
+                placed = await self._place_one(
+                    req, batch, spec, index, instance_uuid, legacy, skip_filters, exclude=set()
+                )
+                if placed is None:
+                    break
+                spec = req.after_placed(spec, placed.base, instance_uuid)
+            if len(req.placed) == num and not legacy:
+                await self._settle(req, batch, spec, index, skip_filters)
+            if len(req.placed) != num:
+                raise NoValidHost(reason=NOT_ENOUGH)
+        except BaseException:
+            await batch.rollback()
+            await req.release_all()
+            raise
+        if legacy:
+            await req.release_all()  # no claims: the consumption was request-local (nova)
+        alternates = self._alternates(req, spec, index, skip_filters, return_alternates)
+        out: list[list[Selection]] = []
+        for i, p in enumerate(req.placed):
+            host = hosts.states[p.base]
+            first = make_selection(
+                host,
+                config,
+                allocation_request=p.alloc,
+                version=req.version if p.alloc is not None else None,
+                limits=hosts.limits.get(p.base),
+            )
+            out.append([first, *alternates[i]] if return_alternates else [first])
+        return out
+
+    async def _place_one(
+        self,
+        req: _Request,
+        batch: ClaimBatch,
+        spec: RequestSpec,
+        index: int,
+        instance_uuid: str,
+        legacy: bool,
+        skip_filters: bool,
+        exclude: set[int],
+    ) -> _Placed | None:
+        """Decide one instance, consume it and submit its claim (not awaited)."""
+        hosts = req.hosts
+        if not skip_filters and not hosts.filter(spec, index):
+            return None
+        if not len(hosts):
+            return None
+        ordering = hosts.pick(spec)
+        if legacy:
+            base = ordering.chosen_index
+            await req.consume(base, spec, instance_uuid)
+            placed = _Placed(instance_uuid, base, None)
+            req.placed.append(placed)
+            return placed
+        for base in ordering.indices():
+            if base in exclude or not hosts.cands[base]:
+                continue
+            alloc = hosts.cands[base][0]
+            await req.consume(base, spec, instance_uuid)
+            placed = _Placed(instance_uuid, base, alloc)
+            req.placed.append(placed)
+            batch.submit(instance_uuid, alloc, on_failure=None)
+            return placed
+        return None
+
+    async def _settle(
+        self,
+        req: _Request,
+        batch: ClaimBatch,
+        spec: RequestSpec,
+        index: int,
+        skip_filters: bool,
+    ) -> None:
+        """Wait for the claims; re-place any instance whose claim failed (nova walks on)."""
+        while True:
+            results = await batch.wait()
+            failed: list[ClaimResult] = [r for r in results.values() if not r.ok]
+            for r in failed:
+                if isinstance(r.error, AllocationUpdateFailed):
+                    raise r.error
+            if not failed:
+                return
+            for r in failed:
+                pos = next(i for i, p in enumerate(req.placed) if p.uuid == r.consumer_uuid)
+                old = req.placed.pop(pos)
+                await req.release(old.base, old.uuid)
+                tried = req.failed.setdefault(old.uuid, set())
+                tried.add(old.base)
+                batch.forget(old.uuid)
+                LOG.info(
+                    "claim for %s on %s failed; trying the next host",
+                    old.uuid,
+                    req.hosts.states[old.base].nodename,
+                )
+                retry_spec = dataclasses.replace(spec, instance_uuid=old.uuid)
+                placed = await self._place_one(
+                    req,
+                    batch,
+                    retry_spec,
+                    max(index, 1),
+                    old.uuid,
+                    False,
+                    skip_filters,
+                    exclude=tried,
+                )
+                if placed is None:
+                    raise NoValidHost(reason=NOT_ENOUGH)
+                req.placed.remove(placed)
+                req.placed.insert(pos, placed)
+
+    def _alternates(
+        self,
+        req: _Request,
+        spec: RequestSpec,
+        index: int,
+        skip_filters: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        """max_attempts-1 per instance: same cell, not selected, unclaimed, first candidate."""
+        num_alts = self.config.scheduler.max_attempts - 1 if return_alternates else 0
+        out: list[list[Selection]] = [[] for _ in req.placed]
+        if num_alts <= 0 or not req.placed:
+            return out
+        hosts = req.hosts
+        if index > 0 and not skip_filters:
+            hosts.filter(spec, index)
+        if not len(hosts):
+            return out
+        order = hosts.pick(spec).indices()
+        selected = {p.base for p in req.placed}
+        for i, p in enumerate(req.placed):
+            cell = hosts.states[p.base].cell_uuid
+            for base in order:
+                if len(out[i]) >= num_alts:
+                    break
+                host = hosts.states[base]
+                if base in selected or host.cell_uuid != cell:
+                    continue
+                if req.claims and not hosts.cands[base]:
+                    continue
+                alloc = hosts.cands[base][0] if req.claims else None
+                out[i].append(
+                    make_selection(
+                        host,
+                        self.config,
+                        allocation_request=alloc,
+                        version=req.version if alloc is not None else None,
+                        limits=hosts.limits.get(base),
+                    )
+                )
+        return out
+
+
+def check_config(config: Config) -> None:
+    """Validate the plugin lists without building a manager (``asyncsched check-config``)."""
+    load_filters(config)
+    load_weighers(config)
+    if config.asyncsched.driver not in ("filter_scheduler", "chance"):
+        raise ConfigError(f"[asyncsched] driver: unknown driver {config.asyncsched.driver!r}")
