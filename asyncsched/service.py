@@ -13,8 +13,11 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import json
 import logging
+import os
 import signal
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -115,6 +118,7 @@ class Service:
         self._reload_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        self._health_writer: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- public API
 
@@ -215,6 +219,8 @@ class Service:
         interval = self._notifier.watchdog_interval
         if interval is not None:
             self._watchdog = asyncio.create_task(self._ping_watchdog(interval))
+        if self._config.asyncsched.health_file:
+            self._health_writer = asyncio.create_task(self._write_health_periodically())
 
     async def stop(self) -> None:
         """STOPPING=1, drain in reverse order within drain_timeout, close in reverse order."""
@@ -227,13 +233,15 @@ class Service:
         await self._drain_all(timeout)
         self._notifier.status("closing connections")
         await self._close_all()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
+        for task in (self._watchdog, self._health_writer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for task in list(self._tasks):
             task.cancel()
         self._state = "stopped"
+        self.write_health_file()
         self._notifier.close()
         LOG.info("asyncsched stopped")
 
@@ -310,6 +318,32 @@ class Service:
         while True:
             self._notifier.watchdog()
             await asyncio.sleep(interval)
+
+    def write_health_file(self) -> None:
+        """Atomically replace ``[asyncsched] health_file`` with :meth:`health` as JSON."""
+        path = self._config.asyncsched.health_file
+        if not path:
+            return
+        text = json.dumps(self.health(), default=str, sort_keys=True)
+        tmp: str | None = None
+        try:
+            directory = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(prefix=".health-", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError as exc:
+            LOG.warning("cannot write health file %s: %s", path, exc)
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+    async def _write_health_periodically(self) -> None:
+        while True:
+            self.write_health_file()
+            await asyncio.sleep(self._config.asyncsched.refresh_interval)
 
     async def _drain_all(self, budget: float) -> None:
         loop = asyncio.get_running_loop()

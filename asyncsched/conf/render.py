@@ -86,7 +86,11 @@ def render_effective(config: opts.Config, files: Sequence[str] = ()) -> str:
         out.append(f"\n[{ini_name}]")
         for f in dataclasses.fields(section):
             value = getattr(section, f.name)
-            out.append(f"{f.name} = {mask_value(value, secret=bool(f.metadata.get('secret')))}")
+            secret = bool(f.metadata.get("secret"))
+            if f.metadata.get("multi") and isinstance(value, tuple) and value:
+                out.extend(f"{f.name} = {mask_value(item, secret=secret)}" for item in value)
+            else:
+                out.append(f"{f.name} = {mask_value(value, secret=secret)}")
     return "\n".join(out) + "\n"
 
 

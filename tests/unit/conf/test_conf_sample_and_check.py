@@ -147,3 +147,13 @@ def test_mask_secrets(text: str, secret: str) -> None:
 def test_mask_secrets_leaves_ordinary_text_alone() -> None:
     text = "selected host=compute-1 node=compute-1 for instance 5b7e0e3c weight=1.5"
     assert mask_secrets(text) == text
+
+
+def test_check_config_shows_multi_values_one_per_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "nova.conf"
+    conf.write_text("[filter_scheduler]\navailable_filters = a.A\navailable_filters = b.B\n")
+    assert main(["check-config", "--config-file", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "available_filters = a.A\navailable_filters = b.B\n" in out

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -295,3 +297,38 @@ async def test_watchdog_pings_at_half_the_interval(listener: NotifyListener) -> 
     for _ in range(3):
         await asyncio.to_thread(listener.wait_for, "WATCHDOG", "1", 10)
     await service.stop()
+
+
+async def test_health_file_written_while_running_and_at_stop(tmp_path: Path) -> None:
+    path = tmp_path / "health.json"
+    cfg = Config()
+    cfg = dataclasses.replace(
+        cfg, asyncsched=dataclasses.replace(cfg.asyncsched, health_file=str(path))
+    )
+    events: Events = []
+    service = Service(cfg, [FakeComponent("hoststate", events)])
+    await service.start()
+    for _ in range(200):  # the writer task runs on the next loop iterations
+        if path.exists():
+            break
+        await asyncio.sleep(0.01)
+    assert json.loads(path.read_text()) == {
+        "state": "running",
+        "components": {"hoststate": {"ok": True}},
+    }
+    await service.stop()
+    assert json.loads(path.read_text())["state"] == "stopped"
+    assert os.listdir(tmp_path) == ["health.json"]  # no temp files left
+
+
+async def test_unwritable_health_file_is_only_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = Config()
+    bad = str(tmp_path / "missing-dir" / "health.json")
+    cfg = dataclasses.replace(cfg, asyncsched=dataclasses.replace(cfg.asyncsched, health_file=bad))
+    service = Service(cfg, [])
+    await service.start()
+    with caplog.at_level(logging.WARNING):
+        await service.stop()
+    assert "cannot write health file" in caplog.text
