@@ -140,9 +140,12 @@ class ChanceScheduler:
         num_alts = self.config.scheduler.max_attempts - 1 if return_alternates else 0
         selected = {id(h) for h, _ in chosen}
         out: list[list[Selection]] = []
-        for host, alloc in chosen:
+        for host, host_alloc in chosen:
             first = make_selection(
-                host, self.config, allocation_request=alloc, version=version if alloc else None
+                host,
+                self.config,
+                allocation_request=host_alloc,
+                version=version if host_alloc else None,
             )
             row = [first]
             others = [h for h in hosts if id(h) not in selected and h.cell_uuid == host.cell_uuid]
