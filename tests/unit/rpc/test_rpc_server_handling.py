@@ -1,0 +1,350 @@
+"""RPCServer message handling without a broker: a fake channel records publishes and acks.
+
+The wire against the real RabbitMQ and oslo client is in tests/integration/rpc; here the
+ordering guarantees (reply before ack, one scheduling per _unique_id) and every malformed-input
+path are checked deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from asyncsched.conf.options import AsyncschedOptions, Config, DefaultOptions
+from asyncsched.exceptions import NoValidHost
+from asyncsched.objects import codec
+from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
+from asyncsched.rpc.server import RPCServer
+from tests.unit.objects import nova_primitives as P
+
+
+class Journal:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+
+class FakeExchange:
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    async def publish(self, message: Any, routing_key: str, **kw: Any) -> None:
+        assert message.content_type == "application/json"
+        assert kw["mandatory"] is True
+        outer = json.loads(message.body)
+        self.journal.events.append(("publish", (routing_key, json.loads(outer["oslo.message"]))))
+
+
+class FakeChannel:
+    def __init__(self, journal: Journal) -> None:
+        self.default_exchange = FakeExchange(journal)
+
+
+class FakeMessage:
+    def __init__(self, journal: Journal, body: bytes, headers: dict[str, Any] | None = None):
+        self.journal = journal
+        self.body = body
+        self.headers = headers or {}
+
+    async def ack(self) -> None:
+        self.journal.events.append(("ack", None))
+
+    async def reject(self, requeue: bool = False) -> None:
+        self.journal.events.append(("reject", requeue))
+
+
+class Scheduler:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls: list[tuple[RequestSpec, Sequence[str] | None, bool, bool]] = []
+        self.delay = delay
+        self.contexts: list[RequestContext] = []
+
+    async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        self.calls.append((spec, instance_uuids, return_objects, return_alternates))
+        self.contexts.append(ctx)
+        await asyncio.sleep(self.delay)
+        if spec.flavor.vcpus > 64:
+            raise NoValidHost(reason="no host has that many VCPU")
+        if spec.flavor.vcpus == 13:
+            raise RuntimeError("password=hunter2 in a bug")
+        sel = Selection(
+            compute_node_uuid="cn-uuid",
+            service_host="cn-1",
+            nodename="cn-1",
+            cell_uuid="cell-uuid",
+            allocation_request="{}",
+            allocation_request_version="1.36",
+            availability_zone="nova",
+        )
+        return [[sel, replace(sel, service_host="cn-2")] for _ in instance_uuids or [None]]
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    async def update_aggregates(self, aggregates: Sequence[Aggregate]) -> None:
+        self.seen.append(("update_aggregates", tuple(aggregates)))
+
+    async def delete_aggregate(self, aggregate: Aggregate) -> None:
+        self.seen.append(("delete_aggregate", aggregate))
+
+    async def update_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        self.seen.append(("update_instance_info", (host_name, tuple(instance_uuids))))
+
+    async def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
+        self.seen.append(("delete_instance_info", (host_name, instance_uuid)))
+
+    async def sync_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        self.seen.append(("sync_instance_info", (host_name, tuple(instance_uuids))))
+
+
+def _server(scheduler: Scheduler, events: Events, journal: Journal, **opts: Any) -> RPCServer:
+    config = Config(
+        default=replace(DefaultOptions(), host="unit"),
+        asyncsched=replace(AsyncschedOptions(), **opts),
+    )
+    server = RPCServer(config, scheduler, events)
+    server._publisher = FakeChannel(journal)
+    server._connected.set()
+    return server
+
+
+def _body(inner: dict[str, Any]) -> bytes:
+    return json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)}).encode()
+
+
+def _call(uid: str = "u-1", **args: Any) -> dict[str, Any]:
+    return {
+        "method": "select_destinations",
+        "version": "4.5",
+        "args": {
+            "spec_obj": P.request_spec(),
+            "instance_uuids": ["i-1", "i-2"],
+            "return_objects": True,
+            "return_alternates": True,
+            **args,
+        },
+        "_msg_id": "m-" + uid,
+        "_reply_q": "reply_q1",
+        "_unique_id": uid,
+        "_context_request_id": "req-" + uid,
+        "_context_auth_token": "SECRET",
+    }
+
+
+async def _deliver(server: RPCServer, journal: Journal, body: bytes) -> None:
+    decl = server.topology.queues[0]
+    await server._handle(decl, FakeMessage(journal, body))
+
+
+def _replies(journal: Journal) -> list[dict[str, Any]]:
+    return [value[1] for kind, value in journal.events if kind == "publish"]
+
+
+@pytest.fixture
+def parts() -> tuple[Scheduler, Events, Journal]:
+    return Scheduler(), Events(), Journal()
+
+
+async def test_call_replied_then_acked(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    await _deliver(server, journal, _body(_call()))
+    assert [k for k, _ in journal.events] == ["publish", "ack"]
+    routing_key, reply = journal.events[0][1]
+    assert routing_key == "reply_q1"
+    assert reply["ending"] is True and reply["failure"] is None and reply["_msg_id"] == "m-u-1"
+    per_instance = reply["result"]
+    assert len(per_instance) == 2 and len(per_instance[0]) == 2
+    assert codec.decode_selection(per_instance[0][1]).service_host == "cn-2"
+    spec, uuids, objects, alternates = scheduler.calls[0]
+    assert spec.num_instances == 3 and uuids == ["i-1", "i-2"] and objects and alternates
+    assert scheduler.contexts[0].request_id == "req-u-1"
+
+
+async def test_legacy_call_gets_plain_dicts(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    inner = _call()
+    inner["version"] = "4.0"
+    inner["args"] = {
+        "request_spec": {
+            "instance_type": {"memory_mb": 512, "vcpus": 1},
+            "instance_properties": {"project_id": "p"},
+            "num_instances": 1,
+        },
+        "filter_properties": {"scheduler_hints": {}},
+    }
+    await _deliver(server, journal, _body(inner))
+    reply = _replies(journal)[0]
+    assert reply["result"] == [{"host": "cn-1", "nodename": "cn-1", "limits": {}}]
+    assert scheduler.calls[0][1] is None and scheduler.calls[0][2] is False
+
+
+async def test_redelivered_call_answered_from_cache(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    await _deliver(server, journal, _body(_call("dup")))
+    await _deliver(server, journal, _body(_call("dup")))
+    assert len(scheduler.calls) == 1
+    first, second = _replies(journal)
+    assert first["result"] == second["result"] and first["_msg_id"] == second["_msg_id"]
+    assert [k for k, _ in journal.events] == ["publish", "ack", "publish", "ack"]
+    assert server.stats["duplicates"] == 1
+
+
+async def test_redelivery_while_running_waits_for_the_run(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    _, events, journal = parts
+    scheduler = Scheduler(delay=0.05)
+    server = _server(scheduler, events, journal)
+    await asyncio.gather(
+        _deliver(server, journal, _body(_call("x"))),
+        _deliver(server, journal, _body(_call("x"))),
+    )
+    assert len(scheduler.calls) == 1
+    assert len(_replies(journal)) == 2
+    assert [k for k, _ in journal.events].count("ack") == 2
+
+
+async def test_cache_is_bounded(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal, reply_cache_size=2)
+    for uid in ("a", "b", "c", "a"):
+        await _deliver(server, journal, _body(_call(uid)))
+    assert len(scheduler.calls) == 4  # "a" fell out of the 2-entry cache
+
+
+async def test_no_valid_host_and_internal_errors(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    await _deliver(
+        server, journal, _body(_call("n", spec_obj=P.request_spec(flavor=P.flavor(vcpus=128))))
+    )
+    await _deliver(
+        server, journal, _body(_call("e", spec_obj=P.request_spec(flavor=P.flavor(vcpus=13))))
+    )
+    nvh, internal = _replies(journal)
+    failure = json.loads(nvh["failure"])
+    assert failure["class"] == "NoValidHost" and failure["module"] == "nova.exception"
+    assert failure["kwargs"] == {"reason": "no host has that many VCPU", "code": 500}
+    assert nvh["result"] is None and nvh["ending"] is True
+    assert "hunter2" not in internal["failure"] and "SECRET" not in internal["failure"]
+    assert json.loads(internal["failure"])["tb"] == []
+
+
+@pytest.mark.parametrize(
+    ("inner_change", "expect"),
+    [
+        ({"version": "4.6"}, "UnsupportedVersion"),
+        ({"version": "5.0"}, "UnsupportedVersion"),
+        ({"method": "frobnicate"}, "NoSuchMethod"),
+        ({"args": {"spec_obj": {"nova_object.name": "Bogus"}}}, "ValueError"),
+        ({"args": {"spec_obj": P.request_spec(), "instance_uuids": "i-1"}}, "ValueError"),
+        ({"args": {"spec_obj": P.request_spec(), "return_objects": "yes"}}, "ValueError"),
+        ({"args": {}}, "ValueError"),
+        ({"args": [1, 2]}, "ValueError"),
+        ({"method": None}, "ValueError"),
+    ],
+)
+async def test_bad_calls_get_a_failure_and_the_consumer_goes_on(
+    parts: tuple[Scheduler, Events, Journal], inner_change: dict[str, Any], expect: str
+) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    inner = _call("bad")
+    inner.update(inner_change)
+    await _deliver(server, journal, _body(inner))
+    await _deliver(server, journal, _body(_call("good")))
+    bad, good = _replies(journal)
+    assert json.loads(bad["failure"])["class"] == expect
+    assert bad["ending"] is True and bad["_msg_id"] == "m-bad"
+    assert good["failure"] is None
+    assert [k for k, _ in journal.events] == ["publish", "ack", "publish", "ack"]
+
+
+async def test_oversized_call_answered_without_parsing(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal, max_message_bytes=4096)
+    await _deliver(server, journal, _body(_call("big", padding="x" * 10000)))
+    (reply,) = _replies(journal)
+    assert "max_message_bytes" in json.loads(reply["failure"])["message"]
+    assert scheduler.calls == []
+
+
+async def test_unparseable_without_address_is_rejected(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    await _deliver(server, journal, b"\x00\x01 not json at all")
+    await _deliver(server, journal, _body({"no": "method", "_unique_id": "c"}))
+    assert journal.events == [("reject", False), ("reject", False)]
+    assert server.stats["malformed"] == 2
+
+
+async def test_casts_feed_events_and_never_reply(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+
+    def cast(method: str, version: str, **args: Any) -> bytes:
+        return _body({"method": method, "version": version, "args": args, "_unique_id": method})
+
+    await _deliver(server, journal, cast("update_aggregates", "4.1", aggregates=[P.aggregate()]))
+    await _deliver(server, journal, cast("delete_aggregate", "4.1", aggregate=P.aggregate()))
+    await _deliver(
+        server,
+        journal,
+        cast(
+            "update_instance_info",
+            "4.2",
+            host_name="cn-1",
+            instance_info=codec.encode_instance_list(["i-1"]),
+        ),
+    )
+    await _deliver(
+        server, journal, cast("delete_instance_info", "4.2", host_name="cn-1", instance_uuid="i-1")
+    )
+    await _deliver(
+        server, journal, cast("sync_instance_info", "4.2", host_name="cn-1", instance_uuids=["a"])
+    )
+    # Malformed casts: logged and dropped, the next one is still served.
+    await _deliver(server, journal, cast("sync_instance_info", "4.2", host_name=5))
+    await _deliver(server, journal, cast("delete_aggregate", "4.1"))
+    await _deliver(server, journal, cast("nope", "4.2"))
+    assert [name for name, _ in events.seen] == [
+        "update_aggregates",
+        "delete_aggregate",
+        "update_instance_info",
+        "delete_instance_info",
+        "sync_instance_info",
+    ]
+    assert events.seen[2][1] == ("cn-1", ("i-1",))
+    assert all(kind == "ack" for kind, _ in journal.events)
+    assert len(journal.events) == 8
+
+
+async def test_ping(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    inner = _call("p")
+    inner.update(method="ping", namespace="baseapi", version="1.1", args={"arg": {"k": 1}})
+    await _deliver(server, journal, _body(inner))
+    assert _replies(journal)[0]["result"] == {"service": "scheduler", "arg": {"k": 1}}
