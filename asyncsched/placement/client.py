@@ -481,7 +481,11 @@ class PlacementClient:
                 )
             raise _Retry(detail)
         LOG.warning(
-            "placement: claim for %s refused: HTTP %s %s %s", consumer_uuid, status, code, detail
+            "placement: claim for %s refused: HTTP %s %s %s",
+            consumer_uuid,
+            status,
+            code,
+            " ".join(detail.split()),
         )
         return False
 

@@ -1,0 +1,1 @@
+from tests.fixtures.placement_server import placement_server  # noqa: F401
