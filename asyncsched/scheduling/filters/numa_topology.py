@@ -47,7 +47,13 @@ class NUMATopologyFilter(BaseHostFilter):
         return spec.numa_topology is not None or _wants_dedicated_require(spec)
 
     def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
-        code, detail = self._judge(host, spec, prune=True)
+        try:
+            code, detail = self._judge(host, spec, prune=True)
+        except Exception:  # a bug or odd data must cost one host, never the request
+            LOG.exception(
+                "NUMA check of %s failed for instance %s", host.state.nodename, spec.instance_uuid
+            )
+            return "numa:internal-error"
         if code is not None:
             LOG.debug(
                 "%s (%s) fails NUMA topology requirements for instance %s: %s (%s)",

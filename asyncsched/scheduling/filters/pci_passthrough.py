@@ -28,7 +28,13 @@ class PciPassthroughFilter(BaseHostFilter):
         return spec.pci_requests is not None and bool(spec.pci_requests.requests)
 
     def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
-        code, detail = self._judge(host, spec, prune=True)
+        try:
+            code, detail = self._judge(host, spec, prune=True)
+        except Exception:  # a bug or odd data must cost one host, never the request
+            LOG.exception(
+                "PCI check of %s failed for instance %s", host.state.nodename, spec.instance_uuid
+            )
+            return "pci:internal-error"
         if code is not None:
             LOG.debug(
                 "%s (%s) lacks the PCI devices of instance %s: %s (%s)",

@@ -35,6 +35,24 @@ def consume_numa_pci(
     as it was for that part). ``provider_mapping`` is the claimed candidate's ``mappings``.
     The fitted guest topology carries the pinning (nova stores it back into the RequestSpec).
     """
+    try:
+        return _consume(host, spec, limits=limits, provider_mapping=provider_mapping)
+    except Exception:  # the claim already succeeded in Placement: never lose the request
+        LOG.exception(
+            "recording NUMA/PCI usage of instance %s on %s failed",
+            spec.instance_uuid,
+            host.nodename,
+        )
+        return None, None, None
+
+
+def _consume(
+    host: HostState,
+    spec: RequestSpec,
+    *,
+    limits: NUMATopologyLimits | None,
+    provider_mapping: Mapping[str, Sequence[str]] | None,
+) -> tuple[HostNUMATopology | None, tuple[PciDevicePool, ...] | None, InstanceNUMATopology | None]:
     requests = spec.pci_requests.requests if spec.pci_requests is not None else ()
     host_topo = host.numa_topology
     fitted: InstanceNUMATopology | None = None

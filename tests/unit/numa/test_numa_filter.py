@@ -219,3 +219,30 @@ def test_filters_survive_odd_candidates(
     assert numa_filter.host_passes(hc, spec) is None
     assert pci_filter.host_passes(hc, spec) is None
     assert len(hc.allocation_candidates) == 3
+
+
+def test_corrupt_state_costs_one_host_not_the_request(
+    numa_filter: NUMATopologyFilter, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dataclasses import replace
+
+    from asyncsched.objects.host_resources import NUMAPagesTopology
+    from asyncsched.scheduling.numa import consume_numa_pci
+
+    good = host("seed_1g_one_cell.json")
+    broken = HostNUMATopology(
+        cells=tuple(
+            replace(c, mempages=(NUMAPagesTopology(size_kb=0, total=1),)) for c in good.cells
+        )
+    )
+    hc = _candidate(broken)
+    spec = _spec(guest(shared_cell([0], 512)))
+    with caplog.at_level(logging.ERROR):
+        assert numa_filter.host_passes(hc, spec) == "numa:internal-error"
+        assert consume_numa_pci(hc.state, spec, limits=None, provider_mapping=None) == (
+            None,
+            None,
+            None,
+        )
+    assert hc.state.numa_topology is broken
+    assert "failed" in caplog.text
