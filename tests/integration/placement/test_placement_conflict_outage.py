@@ -1,0 +1,85 @@
+"""Real provider-generation conflicts retried, and a Placement that dies mid-test."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as uuidlib
+from collections.abc import Iterator
+
+import pytest
+
+from asyncsched.conf.options import Config
+from asyncsched.exceptions import AllocationDeleteFailed
+from asyncsched.objects.models import Flavor, RequestSpec
+from asyncsched.placement.client import PlacementClient, PlacementConnectionError
+from asyncsched.placement.query import build_resource_request
+from tests.fixtures.placement_server import PlacementServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def racy_placement() -> Iterator[PlacementServer]:
+    """Placement that retries its own generation races only once, so clients see the 409s."""
+    server = PlacementServer(workers=4, allocation_conflict_retry_count=1)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_provider_generation_conflicts_are_retried(racy_placement: PlacementServer) -> None:
+    async with racy_placement.seeder() as s:
+        rp = await s.compute_node("busy", vcpus=256)
+    ar = {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 16}}}}
+    claimed: list[str] = []
+    async with PlacementClient(racy_placement.options, claim_backoff=0.2) as client:
+        # Up to 5 rounds of 16 simultaneous claims on one provider; Placement reports real
+        # placement.concurrent_update conflicts that the client must retry to success.
+        for _ in range(5):
+            consumers = [str(uuidlib.uuid4()) for _ in range(16)]
+            results = await asyncio.gather(
+                *(client.claim(u, ar, project_id="p", user_id="u") for u in consumers)
+            )
+            claimed += consumers
+            assert all(results)
+            if client.health()["claim_conflicts"]:
+                break
+        assert client.health()["claim_conflicts"] > 0
+        async with racy_placement.seeder() as s:
+            assert (await s.usages(rp))["VCPU"] == len(claimed)
+        await client.rollback(claimed)
+        async with racy_placement.seeder() as s:
+            assert (await s.usages(rp))["VCPU"] == 0
+
+
+async def test_placement_killed_mid_test_gives_clear_errors_quickly() -> None:
+    server = PlacementServer(workers=1)
+    server.start()
+    try:
+        async with server.seeder() as s:
+            rp = await s.compute_node("doomed")
+        async with PlacementClient(server.options, claim_backoff=0.01) as client:
+            consumer = str(uuidlib.uuid4())
+            ar = {"allocations": {rp: {"resources": {"VCPU": 1}}}}
+            assert await client.claim(consumer, ar, project_id="p", user_id="u")
+            rr = build_resource_request(RequestSpec(flavor=Flavor(memory_mb=64, vcpus=1)), Config())
+            assert await client.get_allocation_candidates(rr)
+
+            server.kill()  # gunicorn and its worker, SIGKILL; keep-alive sockets die with them
+
+            with pytest.raises(PlacementConnectionError, match=server.url):
+                await asyncio.wait_for(client.get_allocation_candidates(rr), 15)
+            other = str(uuidlib.uuid4())
+            assert (
+                await asyncio.wait_for(client.claim(other, ar, project_id="p", user_id="u"), 15)
+                is False
+            )
+            with pytest.raises(AllocationDeleteFailed, match=consumer):
+                await asyncio.wait_for(client.rollback([consumer]), 15)
+            health = client.health()
+            assert health["errors"] >= 3 and health["delete_failures"] == 1
+            assert "unreachable" in health["last_error"] or "connection" in health["last_error"]
+    finally:
+        server.stop()
