@@ -221,21 +221,21 @@ def test_filters_survive_odd_candidates(
     assert len(hc.allocation_candidates) == 3
 
 
-def test_corrupt_state_costs_one_host_not_the_request(
-    numa_filter: NUMATopologyFilter, caplog: pytest.LogCaptureFixture
+def test_a_bug_costs_one_host_not_the_request(
+    numa_filter: NUMATopologyFilter,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dataclasses import replace
+    from asyncsched.scheduling.filters import numa_topology
+    from asyncsched.scheduling.numa import consume, consume_numa_pci
 
-    from asyncsched.objects.host_resources import NUMAPagesTopology
-    from asyncsched.scheduling.numa import consume_numa_pci
+    def boom(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("simulated bug")
 
-    good = host("seed_1g_one_cell.json")
-    broken = HostNUMATopology(
-        cells=tuple(
-            replace(c, mempages=(NUMAPagesTopology(size_kb=0, total=1),)) for c in good.cells
-        )
-    )
-    hc = _candidate(broken)
+    monkeypatch.setattr(numa_topology, "numa_fit_instance_to_host", boom)
+    monkeypatch.setattr(consume, "numa_fit_instance_to_host", boom)
+    topo = host("seed_1g_one_cell.json")
+    hc = _candidate(topo)
     spec = _spec(guest(shared_cell([0], 512)))
     with caplog.at_level(logging.ERROR):
         assert numa_filter.host_passes(hc, spec) == "numa:internal-error"
@@ -244,5 +244,5 @@ def test_corrupt_state_costs_one_host_not_the_request(
             None,
             None,
         )
-    assert hc.state.numa_topology is broken
-    assert "failed" in caplog.text
+    assert hc.state.numa_topology is topo
+    assert "simulated bug" in caplog.text
