@@ -432,6 +432,7 @@ def numa_fit_instance_to_host(
             "numa:too-few-cells",
             f"the guest asks for {len(instance.cells)} NUMA nodes, the host has {len(host.cells)}",
         )
+    instance = _migrate_legacy_dedicated(instance)
     isolate_emu = instance.emulator_threads_policy == EMULATOR_ISOLATE
     network = limits.network_metadata if limits is not None else None
     if network is not None and not network.physnets and not network.tunneled:
@@ -492,6 +493,22 @@ def numa_fit_instance_to_host(
             )
 
     return _summarise(misses)
+
+
+def _migrate_legacy_dedicated(instance: InstanceNUMATopology) -> InstanceNUMATopology:
+    """Pre-Ussuri dedicated guest cells kept their pinned vCPUs in ``cpuset`` (nova migrates
+    them the same way when it loads such an object)."""
+    if not any(
+        c.cpu_policy == CPU_DEDICATED and c.cpuset and not c.pcpuset for c in instance.cells
+    ):
+        return instance
+    cells = tuple(
+        replace(c, cpuset=frozenset(), pcpuset=c.cpuset)
+        if c.cpu_policy == CPU_DEDICATED and c.cpuset and not c.pcpuset
+        else c
+        for c in instance.cells
+    )
+    return replace(instance, cells=cells)
 
 
 def _summarise(misses: list[_CellMiss]) -> FitResult:

@@ -601,3 +601,15 @@ def test_pack_strategy_prefers_used_cells() -> None:
     assert spread.fitted is not None and packed.fitted is not None
     assert spread.fitted.cells[0].id == 0
     assert packed.fitted.cells[0].id == 1
+
+
+def test_legacy_dedicated_cell_with_cpus_in_cpuset() -> None:
+    legacy = InstanceNUMATopology(
+        cells=(
+            InstanceNUMACell(id=0, cpuset=frozenset({0, 1}), memory=512, cpu_policy="dedicated"),
+        )
+    )
+    result = numa_fit_instance_to_host(SMT, legacy)
+    assert result.fitted is not None
+    assert result.fitted.cells[0].cpu_pinning == {0: 0, 1: 8}
+    assert result.fitted.cells[0].pcpuset == frozenset({0, 1})
