@@ -156,3 +156,33 @@ def test_usage_tolerates_inconsistent_pinning() -> None:
     freed = numa_usage_from_instance(topo, fitted, free=True)  # unpinning what is not pinned
     assert freed.cells[0].pinned_cpus == frozenset()
     assert freed.cells[0].memory_usage == 0
+
+
+async def test_filter_then_consume_until_pages_run_out() -> None:
+    """Pinned 2 vCPU guests on 2M pages: CPUs allow 8, 2M pages (2 GiB per cell) only 4."""
+    from asyncsched.conf.options import Config
+    from asyncsched.scheduling.filters.base import HostCandidate
+    from asyncsched.scheduling.filters.numa_topology import NUMATopologyFilter
+
+    flt = NUMATopologyFilter(Config())
+    state = _state(host("smt_dedicated.json"))
+    spec = _spec(guest(dedicated_cell(range(2), 1024, pagesize=2048)))
+    placed = 0
+    while True:
+        hc = HostCandidate(state, [{"mappings": {"": [state.uuid]}}])
+        code = flt.host_passes(hc, spec)
+        if code is not None:
+            break
+        async with state.lock:
+            consume_numa_pci(
+                state,
+                spec,
+                limits=hc.limits["numa_topology"],
+                provider_mapping=hc.allocation_candidates[0]["mappings"],
+            )
+        placed += 1
+        assert placed <= 8
+    assert placed == 4
+    assert code == "numa:pages-insufficient"
+    assert state.numa_topology is not None
+    assert [len(c.pinned_cpus) for c in state.numa_topology.cells] == [4, 4]
