@@ -80,7 +80,7 @@ class NUMATopologyFilter(BaseHostFilter):
                 "thread policy require was requested but the host has no SMT siblings",
             )
         requested = spec.numa_topology
-        if requested is None:
+        if requested is None or not requested.cells:
             return None, ""
         if topo is None or not topo.cells:
             return "numa:host-no-topology", "the guest has a NUMA topology, the host reports none"

@@ -60,7 +60,7 @@ def _consume(
     new_pools: tuple[PciDevicePool, ...] | None = None
     changed = False
 
-    if host_topo is not None and spec.numa_topology is not None:
+    if host_topo is not None and spec.numa_topology is not None and spec.numa_topology.cells:
         result = numa_fit_instance_to_host(
             host_topo,
             spec.numa_topology,

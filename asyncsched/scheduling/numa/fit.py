@@ -424,7 +424,9 @@ def numa_fit_instance_to_host(
     means the PCI requests carry their own ``rp_uuids`` (or PCI is not in Placement).
     ``pack`` is nova's ``[compute] packing_host_numa_cells_allocation_strategy``.
     """
-    if not host.cells or not instance.cells:
+    if not instance.cells:
+        return FitResult(None, "numa:no-guest-topology", "the guest NUMA topology has no cells")
+    if not host.cells:
         return FitResult(None, "numa:host-no-topology", "the host reports no NUMA topology")
     if len(host.cells) < len(instance.cells):
         return FitResult(

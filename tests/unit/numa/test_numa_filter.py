@@ -139,6 +139,8 @@ def test_precise_reason_and_detail(
 
 
 def test_host_without_topology(numa_filter: NUMATopologyFilter) -> None:
+    empty_guest = _spec(InstanceNUMATopology(cells=()))
+    assert numa_filter.host_passes(_candidate(None), empty_guest) is None  # nova: falsy, passes
     assert numa_filter.host_passes(_candidate(None), _spec(guest(shared_cell([0], 1)))) == (
         "numa:host-no-topology"
     )
