@@ -60,6 +60,13 @@ def run_prefilters(
             new = prefilter(ctx, spec, config, aggregates)
         except RequestFilterFailed as exc:
             raise NoValidHost(reason=exc.reason) from exc
+        except NoValidHost:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # Malformed request data must fail this request, never the service.
+            name = getattr(prefilter, "__name__", str(prefilter))
+            LOG.exception("Request filter %s failed on a malformed request", name)
+            raise NoValidHost(reason=f"Request filter {name} failed: {exc}") from exc
         if new is not spec and LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "Request filter %s changed the request in %.3f ms",

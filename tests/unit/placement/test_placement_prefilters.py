@@ -246,3 +246,18 @@ def test_trait_and_resource_class_tables_match_os_traits() -> None:
     )
     assert {t for t in known if t.startswith(prefixes)} == KNOWN_TRAITS
     assert set(os_resource_classes.STANDARDS) == STANDARD_RESOURCE_CLASSES
+
+
+def test_malformed_values_fail_the_request_not_the_service() -> None:
+    s = spec({"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "x-y"})
+    with pytest.raises(NoValidHost):
+        run(s, enable_isolated_aggregate_filtering=True)
+    odd_types = spec(
+        {"hw:tpm_version": "2.0"},
+        props=ImageMetaProps(hw_vif_model="e1000", other={"hw_firmware_stateless": 1}),
+        availability_zone="az1",
+    )
+    assert (
+        "COMPUTE_NET_VIF_MODEL_E1000"
+        in run(odd_types, image_metadata_prefilter=True).request_level_params.root_required
+    )
