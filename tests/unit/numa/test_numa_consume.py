@@ -186,3 +186,19 @@ async def test_filter_then_consume_until_pages_run_out() -> None:
     assert code == "numa:pages-insufficient"
     assert state.numa_topology is not None
     assert [len(c.pinned_cpus) for c in state.numa_topology.cells] == [4, 4]
+
+
+async def test_consume_follows_the_placement_allocation() -> None:
+    """PCI in Placement: the pool on the allocated provider is the one decremented."""
+    rp_b = "bbbbbbbb-0000-0000-0000-000000000000"
+    state = _state(host("seed_1g_one_cell.json"), pools("pci_pools_placement.json"))
+    spec = _spec(
+        guest(shared_cell([0], 512)),
+        (pci_request("10de", "1eb8", 1, policy="preferred", request_id="r1"),),
+    )
+    _, new_pools, fitted = consume_numa_pci(
+        state, spec, limits=LIMITS, provider_mapping={"": ["root"], "r1-0": [rp_b]}
+    )
+    assert fitted is not None and fitted.cells[0].id == 1  # node 1 holds provider B's GPUs
+    assert new_pools is not None
+    assert [(p.tags["rp_uuid"][0], p.count) for p in new_pools] == [("a", 2), ("b", 1)]
