@@ -56,19 +56,25 @@ _SVC_COLS = (
     'id, uuid, host, "binary", disabled, disabled_reason, forced_down, last_seen_up,'
     " created_at, updated_at, version, deleted"
 )
-_CHANGED = "(updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+_CHANGED = "(updated_at >= $3 OR created_at >= $3 OR deleted_at >= $3)"
+_PAGE = "AND id > $1 ORDER BY id LIMIT $2"  # keyset pages: no huge result decoded at once
 
 SQL_NOW = "SELECT (now() AT TIME ZONE 'utc') AS now"
-SQL_NODES_ALL = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0"
-SQL_NODES_CHANGED = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED}"
+SQL_NODES_ALL = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}"
+SQL_NODES_CHANGED = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED} {_PAGE}"
 SQL_SERVICES_ALL = (
     f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute' AND deleted = 0"
 )
 SQL_SERVICES_CHANGED = (
-    f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute' AND {_CHANGED}"
+    f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute'"
+    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
 )
-SQL_INSTANCES_ALL = "SELECT uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL"
-SQL_INSTANCES_CHANGED = f"SELECT uuid, host, deleted FROM instances WHERE {_CHANGED}"
+SQL_INSTANCES_ALL = (
+    f"SELECT id, uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL {_PAGE}"
+)
+SQL_INSTANCES_CHANGED = f"SELECT id, uuid, host, deleted FROM instances WHERE {_CHANGED} {_PAGE}"
+NODE_PAGE = 500
+INSTANCE_PAGE = 20000
 SQL_INSTANCES_OF_HOST = "SELECT uuid FROM instances WHERE host = $1 AND deleted = 0"
 
 SQL_API_FINGERPRINT = """
@@ -97,6 +103,18 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+async def _paged(db: NovaDatabase, sql: str, page: int, *args: Any) -> list[Any]:
+    """All rows of an ``id > $1 ORDER BY id LIMIT $2`` query, one page at a time."""
+    out: list[Any] = []
+    last = -1
+    while True:
+        rows = await db.fetch(sql, last, page, *args)
+        out.extend(rows)
+        if len(rows) < page:
+            return out
+        last = rows[-1]["id"]
+
+
 @dataclass(eq=False)
 class _Cell:
     """Everything the cache knows about one cell; mutated only by the cache."""
@@ -104,6 +122,7 @@ class _Cell:
     mapping: CellMapping
     db: NovaDatabase
     snaps: dict[str, NodeSnapshot] = field(default_factory=dict)  # node uuid -> snapshot
+    sigs: dict[str, int] = field(default_factory=dict)  # node uuid -> hash of its raw row
     nodes_by_host: dict[str, set[str]] = field(default_factory=dict)
     services: dict[str, ServiceInfo] = field(default_factory=dict)  # host -> nova-compute
     host_insts: dict[str, set[str]] = field(default_factory=dict)  # host -> instance uuids
@@ -655,16 +674,16 @@ class HostStateCache:
                 if full:
                     svc_rows, node_rows, inst_rows = await asyncio.gather(
                         db.fetch(SQL_SERVICES_ALL),
-                        db.fetch(SQL_NODES_ALL),
-                        db.fetch(SQL_INSTANCES_ALL),
+                        _paged(db, SQL_NODES_ALL, NODE_PAGE),
+                        _paged(db, SQL_INSTANCES_ALL, INSTANCE_PAGE),
                     )
                 else:
                     assert cell.watermark is not None
                     wm = cell.watermark - WATERMARK_OVERLAP
                     svc_rows, node_rows, inst_rows = await asyncio.gather(
                         db.fetch(SQL_SERVICES_CHANGED, wm),
-                        db.fetch(SQL_NODES_CHANGED, wm),
-                        db.fetch(SQL_INSTANCES_CHANGED, wm),
+                        _paged(db, SQL_NODES_CHANGED, NODE_PAGE, wm),
+                        _paged(db, SQL_INSTANCES_CHANGED, INSTANCE_PAGE, wm),
                     )
             except DatabaseUnavailable as exc:
                 db.mark_failed(exc)
@@ -685,12 +704,27 @@ class HostStateCache:
             db.mark_ok()
 
     async def _parse_nodes(self, cell: _Cell, rows: Sequence[Any]) -> list[NodeSnapshot]:
+        """Snapshots of live rows; a row identical to the last one read keeps its snapshot
+        (no JSON parsed, no new objects), so re-reads and full resyncs cost little."""
         out: list[NodeSnapshot] = []
-        for i, r in enumerate(rows):
+        parsed = 0
+        for r in rows:
+            u = r["uuid"]
+            try:
+                sig = hash(tuple(r))
+            except TypeError:
+                sig = None
+            prev = cell.snaps.get(u) if u else None
+            if prev is not None and sig is not None and cell.sigs.get(u) == sig:
+                out.append(prev)
+                continue
             snap = node_snapshot(r, cell.uuid)
             if snap is not None:
                 out.append(snap)
-            if i % CHUNK == CHUNK - 1:
+                if sig is not None:
+                    cell.sigs[snap.uuid] = sig
+            parsed += 1
+            if parsed % CHUNK == 0:
                 await asyncio.sleep(0)  # parsing 10k JSON rows must not stall requests
         return out
 
@@ -701,7 +735,12 @@ class HostStateCache:
         node_rows: Sequence[Any],
         inst_rows: Sequence[Any],
     ) -> None:
-        services = {r["host"]: service_info(r) for r in svc_rows if r["host"]}
+        services: dict[str, ServiceInfo] = {}
+        for i, r in enumerate(svc_rows):
+            if r["host"]:
+                services[r["host"]] = service_info(r)
+            if i % (4 * CHUNK) == 4 * CHUNK - 1:
+                await asyncio.sleep(0)
         snaps_list = await self._parse_nodes(cell, node_rows)
         # keep the last values of a live node whose usage is "not updated yet"
         live_uuids = {str(r["uuid"]) for r in node_rows if r["uuid"]}
@@ -715,15 +754,26 @@ class HostStateCache:
             host_insts.setdefault(r["host"], set()).add(r["uuid"])
             inst_host[r["uuid"]] = r["host"]
         await asyncio.sleep(0)
-        old_uuids = set(cell.snaps) | set(cell.table)
+        dirty = (set(cell.snaps) | set(cell.table)) ^ set(snaps)
+        for u, snap in snaps.items():
+            hs = cell.table.get(u)
+            if (
+                hs is None
+                or hs.assumed
+                or cell.snaps.get(u) is not snap
+                or services.get(snap.host) != hs.service
+                or host_insts.get(snap.host, set()) != cell.host_insts.get(snap.host, set())
+            ):
+                dirty.add(u)
         cell.services = services
         cell.snaps = snaps
+        cell.sigs = {u: sig for u, sig in cell.sigs.items() if u in snaps}
         cell.nodes_by_host = {}
-        for s in snaps.values():
-            cell.nodes_by_host.setdefault(s.host, set()).add(s.uuid)
+        for snap in snaps.values():
+            cell.nodes_by_host.setdefault(snap.host, set()).add(snap.uuid)
         cell.host_insts = host_insts
         cell.inst_host = inst_host
-        await self._reconcile_nodes(cell, old_uuids | set(snaps))
+        await self._reconcile_nodes(cell, dirty)
 
     async def _apply_changes(
         self,
@@ -734,8 +784,11 @@ class HostStateCache:
     ) -> None:
         dirty_hosts: set[str] = set()
         dirty_nodes: set[str] = set()
+        heartbeats: set[str] = set()  # hosts whose only news is their service row
         # deleted rows first, so a host re-created in the same window ends up live
-        for r in sorted(svc_rows, key=lambda r: r["deleted"] == 0):
+        for i, r in enumerate(sorted(svc_rows, key=lambda r: r["deleted"] == 0)):
+            if i % (4 * CHUNK) == 4 * CHUNK - 1:
+                await asyncio.sleep(0)
             host = r["host"]
             if not host:
                 continue
@@ -748,7 +801,7 @@ class HostStateCache:
                 new = service_info(r)
                 if new != cur:
                     cell.services[host] = new
-                    dirty_hosts.add(host)
+                    (heartbeats if cur is not None else dirty_hosts).add(host)
         live = [r for r in node_rows if not r["deleted"]]
         live_uuids = {r["uuid"] for r in live}
         for r in node_rows:
@@ -776,9 +829,18 @@ class HostStateCache:
         # pending assumptions are checked every pass (confirmation / TTL)
         dirty_nodes |= {u for u, hs in cell.table.items() if hs.assumed}
         await self._reconcile_nodes(cell, dirty_nodes)
+        for i, h in enumerate(heartbeats - dirty_hosts):
+            svc = cell.services.get(h)
+            for u in cell.nodes_by_host.get(h, ()):
+                hs = cell.table.get(u)
+                if hs is not None and u not in dirty_nodes:
+                    await self._locked(hs, _set_service, svc)
+            if i % CHUNK == CHUNK - 1:
+                await asyncio.sleep(0)
 
     def _forget_snap(self, cell: _Cell, node_uuid: str) -> None:
         snap = cell.snaps.pop(node_uuid, None)
+        cell.sigs.pop(node_uuid, None)
         if snap is not None:
             nodes = cell.nodes_by_host.get(snap.host)
             if nodes is not None:
@@ -983,6 +1045,11 @@ def _unapply_assumption(hs: HostState, a: Assumption) -> None:
     hs.vcpus_used -= a.vcpus
     hs.num_instances -= 1
     hs.num_io_ops -= 1
+
+
+def _set_service(hs: HostState, service: ServiceInfo | None) -> None:
+    hs.service = service
+    hs.touch()
 
 
 def _set_aggregates(hs: HostState, aggs: tuple[Aggregate, ...]) -> None:
