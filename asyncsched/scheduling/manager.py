@@ -325,6 +325,13 @@ class SchedulerManager:
     def _nodes_for(self, host: str | None, node: str | None) -> list[str]:
         if host:
             found = self.cache.get_by_host_node(host, node)
+            if not found:  # nova's lookup is case-insensitive in practice (MySQL collation)
+                want = host.lower()
+                found = [
+                    h
+                    for h in self.cache.all_hosts()
+                    if h.host.lower() == want and (node is None or h.nodename == node)
+                ]
         else:
             found = [h for h in self.cache.all_hosts() if h.nodename == node]
         return [h.uuid for h in found]

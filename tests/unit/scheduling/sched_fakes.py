@@ -1,0 +1,144 @@
+"""Small fakes of the host-state cache and of Placement for the manager tests."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from asyncsched.exceptions import PlacementError
+from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.placement.client import Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.state.host_state import HostState
+
+
+class FakeCache:
+    """Holds HostStates; consume/release do nova's arithmetic like the real cache."""
+
+    def __init__(self, hosts: list[HostState], aggregates: list[Aggregate] = ()) -> None:  # type: ignore[assignment]
+        self.hosts = {h.uuid: h for h in hosts}
+        self._aggs = list(aggregates)
+        self.consumed: dict[str, tuple[str, Any]] = {}  # instance uuid -> (host uuid, flavor)
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
+        return [self.hosts[u] for u in uuids if u in self.hosts]
+
+    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]:
+        return [
+            h
+            for h in self.hosts.values()
+            if h.host == host and (node is None or h.nodename == node)
+        ]
+
+    def all_hosts(self) -> list[HostState]:
+        return list(self.hosts.values())
+
+    def cells(self) -> list[CellMapping]:
+        return [CellMapping(uuid=u) for u in sorted({h.cell_uuid for h in self.hosts.values()})]
+
+    def aggregates(self) -> list[Aggregate]:
+        return list(self._aggs)
+
+    def consume_locked(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        numa_topology: HostNUMATopology | None = None,
+        pci_pools: tuple[PciDevicePool, ...] | None = None,
+    ) -> None:
+        f = spec.flavor
+        host.free_ram_mb -= f.memory_mb
+        host.free_disk_mb -= (f.root_gb + f.ephemeral_gb) * 1024
+        host.vcpus_used += f.vcpus
+        host.num_instances += 1
+        host.num_io_ops += 1
+        host.instances.add(instance_uuid)
+        host.touch()
+        self.consumed[instance_uuid] = (host.uuid, f)
+
+    async def release(self, host: HostState, instance_uuid: str) -> None:
+        got = self.consumed.pop(instance_uuid, None)
+        if got is None:
+            return
+        f = got[1]
+        host.free_ram_mb += f.memory_mb
+        host.free_disk_mb += (f.root_gb + f.ephemeral_gb) * 1024
+        host.vcpus_used -= f.vcpus
+        host.num_instances -= 1
+        host.num_io_ops -= 1
+        host.instances.discard(instance_uuid)
+        host.touch()
+
+
+class FakePlacement:
+    """Inventory from the HostStates; allocations by consumer; optional injected failures."""
+
+    def __init__(self, hosts: list[HostState]) -> None:
+        self.inventory: dict[str, dict[str, int]] = {
+            h.uuid: {
+                "VCPU": int(h.vcpus_total * h.cpu_allocation_ratio),
+                "MEMORY_MB": h.total_usable_ram_mb,
+                "DISK_GB": h.total_usable_disk_gb,
+            }
+            for h in hosts
+        }
+        self.allocations: dict[str, dict[str, Any]] = {}
+        self.queries: list[ResourceRequest] = []
+        self.refuse: set[str] = set()  # rp uuids whose claims fail
+        self.broken = False
+        self.claims: list[tuple[str, str]] = []
+
+    def _used(self, rp: str) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for alloc in self.allocations.values():
+            for rc, n in alloc["allocations"].get(rp, {}).get("resources", {}).items():
+                used[rc] = used.get(rc, 0) + n
+        return used
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        self.queries.append(request)
+        if self.broken:
+            raise PlacementError("placement is down")
+        want = request.merged_resources()
+        in_tree = next((g.in_tree for g in request.groups if g.in_tree), None)
+        areqs = []
+        summaries: dict[str, Any] = {}
+        for rp, inv in self.inventory.items():
+            if in_tree and rp != in_tree:
+                continue
+            used = self._used(rp)
+            if all(inv.get(rc, 0) - used.get(rc, 0) >= n for rc, n in want.items()):
+                areqs.append(
+                    {"allocations": {rp: {"resources": dict(want)}}, "mappings": {"": [rp]}}
+                )
+                summaries[rp] = {"resources": {}, "traits": []}
+        return Candidates.parse({"allocation_requests": areqs, "provider_summaries": summaries})
+
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = "1.36",
+        may_have_allocations: bool = False,
+    ) -> bool:
+        rp = next(iter(allocation_request["allocations"]))
+        self.claims.append((consumer_uuid, rp))
+        if rp in self.refuse:
+            return False
+        used = self._used(rp)
+        for rc, n in allocation_request["allocations"][rp]["resources"].items():
+            if self.inventory[rp].get(rc, 0) - used.get(rc, 0) < n:
+                return False
+        self.allocations[consumer_uuid] = copy.deepcopy(dict(allocation_request))
+        return True
+
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None:
+        for u in consumer_uuids:
+            self.allocations.pop(u, None)

@@ -1,0 +1,328 @@
+"""select_destinations end to end over fakes of the cache and Placement (reference §1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from asyncsched.exceptions import AllocationUpdateFailed, ConfigError, NoValidHost
+from asyncsched.objects.models import (
+    CellMapping,
+    Destination,
+    Flavor,
+    InstanceGroup,
+    RequestContext,
+    RequestSpec,
+)
+from asyncsched.scheduling.manager import SchedulerManager
+from asyncsched.state.host_state import HostState, ServiceInfo
+
+from .sched_fakes import FakeCache, FakePlacement
+from .sched_helpers import NOW, agg, config, host
+
+CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")
+
+
+def cloud(n: int = 6, cells: int = 1, **kw: Any) -> list[HostState]:
+    return [
+        host(
+            f"cmp{i}",
+            cell_uuid=f"cell{i % cells}",
+            free_ram_mb=8192 - i * 512,  # cmp0 has most free RAM: the RAMWeigher picks it first
+            total_usable_ram_mb=8192,
+            **kw,
+        )
+        for i in range(n)
+    ]
+
+
+def boot(num: int = 1, **kw: Any) -> tuple[RequestSpec, list[str]]:
+    flavor = kw.pop("flavor", Flavor(memory_mb=1024, vcpus=1, root_gb=10, name="m1.small"))
+    s = RequestSpec(flavor=flavor, num_instances=num, project_id="p", user_id="u", **kw)
+    return s, [str(uuid.uuid4()) for _ in range(num)]
+
+
+def manager(
+    hosts: list[HostState], conf: Any = None, aggs: list[Any] = ()
+) -> tuple[SchedulerManager, FakeCache, FakePlacement]:  # type: ignore[assignment]
+    cache = FakeCache(hosts, list(aggs))
+    placement = FakePlacement(hosts)
+    mgr = SchedulerManager(conf or config(), cache, placement, clock=lambda: NOW)
+    return mgr, cache, placement
+
+
+async def test_single_instance_selection_fields() -> None:
+    hosts = cloud(3)
+    az = agg(("cmp0",), availability_zone="az-east")
+    hosts[0].aggregates = (az,)
+    mgr, _cache, placement = manager(hosts, aggs=[az])
+    spec, uuids = boot()
+    [[sel, *alts]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert (sel.service_host, sel.nodename, sel.cell_uuid) == ("cmp0", "cmp0", "cell0")
+    assert sel.compute_node_uuid == hosts[0].uuid
+    assert sel.availability_zone == "az-east"
+    assert sel.allocation_request_version == "1.36"
+    alloc = json.loads(sel.allocation_request or "")
+    assert alloc["allocations"] == {
+        hosts[0].uuid: {"resources": {"DISK_GB": 10, "MEMORY_MB": 1024, "VCPU": 1}}
+    }
+    assert placement.allocations[uuids[0]]["allocations"] == alloc["allocations"]
+    assert [a.service_host for a in alts] == ["cmp1", "cmp2"]  # max_attempts-1, weighed order
+    assert all(a.availability_zone == "nova" for a in alts)
+    assert all(a.compute_node_uuid not in placement.allocations for a in alts)
+    assert sel.limits is not None and sel.limits.numa_topology is None
+
+
+async def test_multi_create_claims_each_and_alternates_exclude_selected() -> None:
+    hosts = cloud(16, cells=2)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(10)
+    result = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert len(result) == 10
+    assert set(placement.allocations) == set(uuids)
+    selected = {r[0].compute_node_uuid for r in result}
+    for row, u in zip(result, uuids, strict=True):
+        first, alts = row[0], row[1:]
+        rp = next(iter(placement.allocations[u]["allocations"]))
+        assert first.compute_node_uuid == rp
+        assert len(alts) == 2
+        for a in alts:
+            assert a.cell_uuid == first.cell_uuid
+            assert a.compute_node_uuid not in selected
+    # consumption of instance k was visible to instance k+1: RAM spreads over hosts
+    assert len(selected) == 10
+    assert set(cache.consumed) == set(uuids)
+
+
+async def test_without_alternates_and_without_objects() -> None:
+    mgr, _, _ = manager(cloud(4))
+    spec, uuids = boot(2)
+    assert all(len(r) == 1 for r in await mgr.select_destinations(CTX, spec, uuids, True, False))
+    spec, uuids = boot(2)
+    assert all(len(r) == 1 for r in await mgr.select_destinations(CTX, spec, uuids, False, True))
+
+
+async def test_anti_affinity_multi_create_uses_distinct_hosts() -> None:
+    mgr, _, placement = manager(cloud(4))
+    spec, uuids = boot(3)
+    group = InstanceGroup(
+        uuid="g", policy="anti-affinity", policies=("anti-affinity",), members=tuple(uuids)
+    )
+    spec = dataclasses.replace(spec, instance_group=group)
+    result = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert len({r[0].service_host for r in result}) == 3
+    assert len(placement.allocations) == 3
+
+
+async def test_anti_affinity_impossible_rolls_back_every_claim() -> None:
+    hosts = cloud(2)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(3)
+    group = InstanceGroup(
+        uuid="g", policy="anti-affinity", policies=("anti-affinity",), members=tuple(uuids)
+    )
+    spec = dataclasses.replace(spec, instance_group=group)
+    ram_before = [h.free_ram_mb for h in hosts]
+    with pytest.raises(NoValidHost) as err:
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert err.value.reason == "There are not enough hosts available."
+    assert placement.allocations == {}
+    assert cache.consumed == {}
+    assert [h.free_ram_mb for h in hosts] == ram_before
+
+
+async def test_affinity_stacks_on_one_host() -> None:
+    mgr, _, _ = manager(cloud(4))
+    spec, uuids = boot(3)
+    group = InstanceGroup(uuid="g", policy="affinity", policies=("affinity",), members=tuple(uuids))
+    spec = dataclasses.replace(spec, instance_group=group)
+    result = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert {r[0].service_host for r in result} == {"cmp0"}
+
+
+async def test_failed_claim_walks_to_the_next_host_and_releases_consumption() -> None:
+    hosts = cloud(3)
+    mgr, cache, placement = manager(hosts)
+    placement.refuse.add(hosts[0].uuid)
+    spec, uuids = boot()
+    [[sel, *alts]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert sel.service_host == "cmp1"
+    assert hosts[0].free_ram_mb == 8192 and uuids[0] not in hosts[0].instances
+    assert cache.consumed[uuids[0]][0] == hosts[1].uuid
+    assert placement.claims == [(uuids[0], hosts[0].uuid), (uuids[0], hosts[1].uuid)]
+
+
+async def test_every_claim_failing_is_no_valid_host_with_nothing_left() -> None:
+    hosts = cloud(2)
+    mgr, cache, placement = manager(hosts)
+    placement.refuse.update(h.uuid for h in hosts)
+    spec, uuids = boot(2)
+    with pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert placement.allocations == {} and cache.consumed == {}
+
+
+async def test_consumer_generation_conflict_propagates_after_rollback() -> None:
+    hosts = cloud(3)
+    mgr, cache, placement = manager(hosts)
+    real = placement.claim
+
+    async def claim(consumer_uuid: str, alloc: Any, **kw: Any) -> bool:
+        if consumer_uuid == uuids[1]:
+            raise AllocationUpdateFailed(
+                consumer_uuid=consumer_uuid, error="consumer generation conflict"
+            )
+        return await real(consumer_uuid, alloc, **kw)
+
+    placement.claim = claim  # type: ignore[method-assign]
+    spec, uuids = boot(2)
+    with pytest.raises(AllocationUpdateFailed):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert placement.allocations == {} and cache.consumed == {}
+
+
+async def test_impossible_flavor_no_valid_host_leaves_no_allocation() -> None:
+    mgr, _, placement = manager(cloud(3))
+    spec, uuids = boot(flavor=Flavor(memory_mb=10**6, vcpus=1, root_gb=1))
+    with pytest.raises(NoValidHost) as err:
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert err.value.reason == ""
+    assert placement.allocations == {}
+
+
+async def test_placement_down_is_no_valid_host(caplog: pytest.LogCaptureFixture) -> None:
+    mgr, _, placement = manager(cloud(2))
+    placement.broken = True
+    spec, uuids = boot()
+    with caplog.at_level(logging.ERROR), pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert "placement is down" in caplog.text
+
+
+async def test_filters_drop_disabled_and_down_hosts_and_summary_is_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hosts = cloud(4)
+    hosts[0].service = ServiceInfo(id=1, host="cmp0", disabled=True, last_seen_up=NOW)
+    hosts[1].service = ServiceInfo(id=2, host="cmp1", last_seen_up=NOW - timedelta(hours=1))
+    mgr, _, _ = manager(hosts)
+    spec, uuids = boot()
+    with caplog.at_level(logging.DEBUG, logger="asyncsched.scheduling.manager"):
+        [[sel, *_]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert sel.service_host == "cmp2"
+    summary = mgr.diagnostics.recent()[-1]
+    assert summary.candidates == 4
+    assert summary.reasons == {"ComputeFilter": {"disabled": 1, "down": 1}}
+    assert "4 candidates: ComputeFilter -2 (disabled 1, down 1) -> ok" in caplog.text
+
+
+async def test_force_hosts_skips_filters_and_ignore_hosts_honoured() -> None:
+    hosts = cloud(4)
+    hosts[3].service = ServiceInfo(id=9, host="cmp3", disabled=True, last_seen_up=NOW)
+    mgr, _, _ = manager(hosts)
+    spec, uuids = boot(force_hosts=("CMP3",))
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp3"  # forced: ComputeFilter skipped
+    spec, uuids = boot(ignore_hosts=("cmp0", "CMP1"))
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp2"
+
+
+async def test_unknown_forced_host_is_no_such_host() -> None:
+    mgr, _, _ = manager(cloud(2))
+    spec, uuids = boot(force_hosts=("nope",))
+    with pytest.raises(NoValidHost, match="No such host"):
+        await mgr.select_destinations(CTX, spec, uuids, True, False)
+
+
+async def test_requested_destination_cell_restricts_hosts() -> None:
+    hosts = cloud(4, cells=2)
+    mgr, _, _ = manager(hosts)
+    spec, uuids = boot(requested_destination=Destination(cell=CellMapping(uuid="cell1")))
+    result = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert {s.cell_uuid for s in result[0]} == {"cell1"}
+
+
+async def test_rebuild_makes_no_claims_and_runs_only_rebuild_filters() -> None:
+    hosts = cloud(3)
+    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(
+        force_hosts=("cmp1",),
+        force_nodes=("cmp1",),
+        scheduler_hints={"_nova_check_type": ("rebuild",)},
+    )
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp1"  # ComputeFilter is not RUN_ON_REBUILD
+    assert sel.allocation_request == "null" and sel.allocation_request_version is None
+    assert placement.queries == [] and placement.allocations == {}
+    assert cache.consumed == {}
+
+
+async def test_legacy_path_without_instance_uuids() -> None:
+    mgr, cache, placement = manager(cloud(4))
+    spec, _ = boot(2)
+    result = await mgr.select_destinations(CTX, spec, None, True, True)
+    assert len(result) == 2
+    assert result[0][0].service_host != result[1][0].service_host  # k+1 saw k's consumption
+    assert all(r[0].allocation_request == "null" for r in result)
+    assert placement.allocations == {} and cache.consumed == {}
+
+
+async def test_pcpu_fallback_query() -> None:
+    mgr, _, placement = manager(cloud(2))
+    flavor = Flavor(memory_mb=512, vcpus=2, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"})
+    spec, uuids = boot(flavor=flavor)
+    [[sel, *_]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert len(placement.queries) == 2
+    assert "PCPU" in placement.queries[0].merged_resources()
+    assert "VCPU" in placement.queries[1].merged_resources()
+    assert sel.service_host == "cmp0"
+
+
+async def test_host_subset_size_spreads_choices() -> None:
+    conf = config(filter_scheduler={"host_subset_size": 3})
+    seen = set()
+    for _ in range(30):
+        mgr, _, _ = manager(cloud(5), conf)
+        spec, uuids = boot()
+        [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+        seen.add(sel.service_host)
+    assert seen == {"cmp0", "cmp1", "cmp2"}
+
+
+async def test_reconfigure_keeps_old_on_error() -> None:
+    mgr, _, _ = manager(cloud(2))
+    old = mgr.engine
+    with pytest.raises(ConfigError):
+        mgr.reconfigure(config(filter_scheduler={"enabled_filters": ("NoSuchFilter",)}))
+    assert mgr.engine is old
+    mgr.reconfigure(config(filter_scheduler={"enabled_filters": ("AllHostsFilter",)}))
+    assert [f.name for f in mgr.engine.filters] == ["AllHostsFilter"]
+    assert mgr.engine.columns is old.columns
+
+
+async def test_chance_driver_claims_and_messages() -> None:
+    conf = config(asyncsched={"driver": "chance"})
+    hosts = cloud(6)
+    mgr, _, placement = manager(hosts, conf)
+    spec, uuids = boot(3)
+    result = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert set(placement.allocations) == set(uuids)
+    for row, u in zip(result, uuids, strict=True):
+        assert next(iter(placement.allocations[u]["allocations"])) == row[0].compute_node_uuid
+        assert len(row) == 3
+    spec, uuids = boot(ignore_hosts=tuple(h.host for h in hosts))
+    with pytest.raises(NoValidHost, match="Could not find another compute"):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    for h in hosts:
+        h.service = ServiceInfo(id=1, host=h.host, last_seen_up=NOW - timedelta(hours=2))
+    spec, uuids = boot()
+    with pytest.raises(NoValidHost, match="Is the appropriate service running"):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
