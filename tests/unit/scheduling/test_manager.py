@@ -151,7 +151,7 @@ async def test_failed_claim_walks_to_the_next_host_and_releases_consumption() ->
     mgr, cache, placement = manager(hosts)
     placement.refuse.add(hosts[0].uuid)
     spec, uuids = boot()
-    [[sel, *alts]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    [[sel, *_]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
     assert sel.service_host == "cmp1"
     assert hosts[0].free_ram_mb == 8192 and uuids[0] not in hosts[0].instances
     assert cache.consumed[uuids[0]][0] == hosts[1].uuid
