@@ -22,7 +22,7 @@ import aiohttp
 from yarl import URL
 
 from asyncsched.conf.dsn import redact_url
-from asyncsched.conf.options import PlacementOptions
+from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, PlacementError
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.query import ResourceRequest
@@ -153,6 +153,17 @@ class PlacementClient:
         self._rng = rng or random.Random()
         self._claim_backoff = claim_backoff  # nova sleeps uniform(0, 2 * attempt) between tries
         self._stats = _Stats()
+
+    @classmethod
+    def from_config(
+        cls, config: Config, *, session: aiohttp.ClientSession | None = None
+    ) -> PlacementClient:
+        """The service's client: ``[placement]`` plus ``[asyncsched] placement_noauth_token``."""
+        return cls(
+            config.placement,
+            session=session,
+            noauth_token=config.asyncsched.placement_noauth_token,
+        )
 
     # ---- lifecycle ----
 

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from asyncsched.conf.options import PlacementOptions
+from asyncsched.conf.options import AsyncschedOptions, Config, PlacementOptions
 from asyncsched.exceptions import (
     AllocationDeleteFailed,
     AllocationUpdateFailed,
@@ -175,6 +175,26 @@ async def test_start_refuses_too_old_placement(stack: list[Any]) -> None:
     stack.append(client)
     with pytest.raises(PlacementError, match=re.escape("up to 1.30; asyncsched needs 1.36")):
         await client.start()
+
+
+async def test_from_config_sends_the_configured_noauth_token(stack: list[Any]) -> None:
+    seen: list[str | None] = []
+
+    async def cands(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("X-Auth-Token"))
+        return web.json_response({"allocation_requests": [], "provider_summaries": {}})
+
+    server = await serve({("GET", "/allocation_candidates"): cands})
+    stack.append(server)
+    config = Config(
+        placement=PlacementOptions(auth_type="noauth", endpoint_override=str(server.make_url(""))),
+        asyncsched=AsyncschedOptions(placement_noauth_token="lab-token"),
+    )
+    client = PlacementClient.from_config(config)
+    stack.append(client)
+    await client.start()
+    await client.get_allocation_candidates(ResourceRequest())
+    assert seen == ["lab-token"]
 
 
 def test_noauth_needs_an_endpoint() -> None:
