@@ -41,6 +41,10 @@ class PlacementConnectionError(PlacementError):
     """The request never reached Placement (refused, DNS, reset before sending)."""
 
 
+class PlacementDisconnected(PlacementConnectionError):
+    """The connection broke after the request was sent: a write may have been applied."""
+
+
 class PlacementTimeout(PlacementError):
     """No answer in time; a write may or may not have been applied."""
 
@@ -320,8 +324,12 @@ class PlacementClient:
                     )
                 ) from exc
             except aiohttp.ClientError as exc:
+                if method in ("GET", "DELETE") and attempt < max(1, self._connect_retries):
+                    # A stale keep-alive socket (Placement restarted): idempotent, so retry.
+                    attempt += 1
+                    continue
                 raise self._fail(
-                    PlacementConnectionError(
+                    PlacementDisconnected(
                         f"Placement connection failed at {self.endpoint} ({what}): "
                         f"{type(exc).__name__}: {exc}"
                     )
@@ -435,7 +443,7 @@ class PlacementClient:
                     consumer_uuid,
                     attempt + 1,
                 )
-            except PlacementTimeout as exc:
+            except (PlacementTimeout, PlacementDisconnected) as exc:
                 # The PUT may have been applied: remove it rather than leak it.
                 LOG.error("placement: claim for %s timed out (%s); removing it", consumer_uuid, exc)
                 try:

@@ -81,5 +81,11 @@ async def test_placement_killed_mid_test_gives_clear_errors_quickly() -> None:
             health = client.health()
             assert health["errors"] >= 3 and health["delete_failures"] == 1
             assert "unreachable" in health["last_error"] or "connection" in health["last_error"]
+
+            server.respawn()  # Placement is back: the same client recovers without a restart
+            assert await client.get_allocation_candidates(rr)
+            await client.rollback([consumer])
+            async with server.seeder() as s:
+                assert (await s.allocations(consumer))["allocations"] == {}
     finally:
         server.stop()
