@@ -261,3 +261,22 @@ def test_malformed_values_fail_the_request_not_the_service() -> None:
         "COMPUTE_NET_VIF_MODEL_E1000"
         in run(odd_types, image_metadata_prefilter=True).request_level_params.root_required
     )
+
+
+def test_reference_sample_request_spec_end_to_end() -> None:
+    """nova 34's captured RequestSpec (samples/request_spec.json) -> the query nova would send."""
+    import json
+    from pathlib import Path
+
+    from asyncsched.objects.codec import decode_request_spec
+
+    sample = Path("/work/shared/reference/samples/request_spec.json")
+    s = decode_request_spec(json.loads(sample.read_text())["spec_obj"])
+    aggs = (Aggregate(9, "agg-nova", "default-az", metadata={"availability_zone": "nova"}),)
+    out = run_prefilters(CTX, s, Config(), aggs)
+    # anti-affinity group hint: no limit; AZ "nova" -> its aggregate; flavor trait; prefilters
+    assert query(out) == (
+        "member_of=in:agg-nova&required=HW_CPU_X86_AVX2"
+        "&resources=DISK_GB:40,MEMORY_MB:4096,VCPU:2"
+        "&root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED"
+    )
