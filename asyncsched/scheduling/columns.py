@@ -128,5 +128,7 @@ class HostColumns:
         if all(i in keep for i in self._slot):
             return
         states = [s for s in self._states if id(s) in keep]
-        self.__init__(max(1024, len(states)))  # type: ignore[misc]
-        self.slots(states)
+        fresh = HostColumns(max(1024, len(states)))
+        fresh.slots(states)
+        self._slot, self._states = fresh._slot, fresh._states
+        self.gen, self.num, self.flag = fresh.gen, fresh.num, fresh.flag

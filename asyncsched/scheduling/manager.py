@@ -244,6 +244,7 @@ class SchedulerManager:
         self.rng = rng if rng is not None else random.Random()
         self.diagnostics = diagnostics if diagnostics is not None else Diagnostics()
         self.config = config
+        self._requests = 0
         self.engine = self._build(config)
 
     # -- configuration ---------------------------------------------------------------------
@@ -292,6 +293,9 @@ class SchedulerManager:
                 self.config, self.cache, self.placement, rng=self.rng, clock=self.clock
             ).select_destinations(ctx, spec, instance_uuids, return_objects, return_alternates)
         engine = self.engine
+        self._requests += 1
+        if self._requests % 1000 == 0:  # drop column rows of hosts that left the cache
+            engine.columns.forget_missing(self.cache.all_hosts())
         return_alternates = return_alternates and return_objects
         hosts: RequestHosts | None = None
         selected: list[str] = []

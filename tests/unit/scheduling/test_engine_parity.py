@@ -225,3 +225,22 @@ def test_reasons_are_counted_per_filter() -> None:
     disabled = sum(1 for h in a if h.service is not None and h.service.disabled)
     assert reasons["ComputeFilter"]["disabled"] == disabled
     assert set(reasons["ComputeFilter"]) <= {"disabled", "down"}
+
+
+def test_columns_follow_generation_and_forget_removed_hosts() -> None:
+    from asyncsched.scheduling.columns import HostColumns
+
+    a, _ = make_cloud(10, random.Random(5))
+    cols = HostColumns(capacity=2)  # forces growth
+    slots = cols.slots(a)
+    assert cols.num["free_ram_mb"][slots].tolist() == [h.free_ram_mb for h in a]
+    a[3].free_ram_mb = 12345
+    assert cols.slots(a)[3] == slots[3]
+    assert cols.num["free_ram_mb"][slots[3]] != 12345  # no touch(): the row is not rebuilt
+    a[3].touch()
+    cols.slots(a)
+    assert cols.num["free_ram_mb"][slots[3]] == 12345
+    cols.forget_missing(a[:4])
+    assert len(cols) == 4
+    again = cols.slots(a[:4])
+    assert cols.num["free_ram_mb"][again].tolist() == [h.free_ram_mb for h in a[:4]]
