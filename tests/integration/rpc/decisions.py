@@ -1,0 +1,119 @@
+"""Small decision functions for the RPC tests (the scheduler core is not the subject here).
+
+They implement the SchedulerAPI / HostStateEvents Protocols; the peers around them (RabbitMQ
+and the oslo.messaging client) are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from asyncsched.exceptions import NoValidHost
+from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
+
+CELL = "8f3c2d1e-6b5a-4c9d-8e7f-1a2b3c4d5e6f"
+
+
+class RecordingScheduler:
+    """Picks host ``cn-<i>`` for instance i, alternates ``alt-*``; NoValidHost above 64 VCPU."""
+
+    def __init__(self, delay: float = 0.0, name: str = "sched") -> None:
+        self.delay = delay
+        self.name = name
+        self.specs: list[RequestSpec] = []
+        self.contexts: list[RequestContext] = []
+        self.per_instance: Counter[str] = Counter()
+
+    async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        self.specs.append(spec)
+        self.contexts.append(ctx)
+        for u in instance_uuids or ():
+            self.per_instance[u] += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if spec.flavor.vcpus > 64:
+            raise NoValidHost(reason=f"no host has {spec.flavor.vcpus} VCPU")
+        out = []
+        for i in range(len(instance_uuids) if instance_uuids else spec.num_instances):
+            node = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"cn-{i}"))
+            chosen = Selection(
+                compute_node_uuid=node,
+                service_host=f"cn-{i}",
+                nodename=f"cn-{i}.{self.name}",
+                cell_uuid=CELL,
+                allocation_request=json.dumps(
+                    {
+                        "allocations": {
+                            node: {
+                                "resources": {
+                                    "VCPU": spec.flavor.vcpus,
+                                    "MEMORY_MB": spec.flavor.memory_mb,
+                                }
+                            }
+                        },
+                        "mappings": {},
+                    }
+                ),
+                allocation_request_version="1.36",
+                availability_zone="nova",
+            )
+            alts = (
+                [
+                    Selection(
+                        compute_node_uuid=str(uuid.uuid4()),
+                        service_host=f"alt-{i}",
+                        nodename=f"alt-{i}",
+                        cell_uuid=CELL,
+                        allocation_request="{}",
+                        allocation_request_version="1.36",
+                        availability_zone="nova",
+                    )
+                ]
+                if return_alternates
+                else []
+            )
+            out.append([chosen, *alts])
+        return out
+
+
+class RecordingEvents:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+        self.changed = asyncio.Event()
+
+    def _note(self, name: str, value: Any) -> None:
+        self.seen.append((name, value))
+        self.changed.set()
+
+    async def update_aggregates(self, aggregates: Sequence[Aggregate]) -> None:
+        self._note("update_aggregates", tuple(aggregates))
+
+    async def delete_aggregate(self, aggregate: Aggregate) -> None:
+        self._note("delete_aggregate", aggregate)
+
+    async def update_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        self._note("update_instance_info", (host_name, tuple(instance_uuids)))
+
+    async def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
+        self._note("delete_instance_info", (host_name, instance_uuid))
+
+    async def sync_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+        self._note("sync_instance_info", (host_name, tuple(instance_uuids)))
+
+    async def wait_for(self, count: int, limit: float = 10.0) -> None:
+        async with asyncio.timeout(limit):
+            while len(self.seen) < count:
+                self.changed.clear()
+                await self.changed.wait()
