@@ -167,6 +167,7 @@ class HostStateCache:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._api_task: asyncio.Task[None] | None = None
         self._started = False
+        self._running = False  # start() finished its initial load; loops are running
         self._closed = False
         self.metrics: dict[str, int] = {
             "assumptions_confirmed": 0,
@@ -206,6 +207,7 @@ class HostStateCache:
         self._started = True
         await self._api_pass(full=True)
         await asyncio.gather(*(self._cell_pass(c, full=True) for c in list(self._cells.values())))
+        self._running = True
         self._api_task = self._spawn(self._api_loop())
         for cell in self._cells.values():
             self._start_cell_loop(cell)
@@ -486,7 +488,10 @@ class HostStateCache:
             clock=self._clock,
         )
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
+        if self._closed:  # a cast after close(): nothing to do any more
+            coro.close()
+            return None
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -533,7 +538,7 @@ class HostStateCache:
             LOG.exception("host-state refresh pass failed")
 
     def _start_cell_loop(self, cell: _Cell) -> None:
-        if self._started and not self._closed and cell.task is None:
+        if self._running and not self._closed and cell.task is None:
             cell.task = self._spawn(self._cell_loop(cell))
 
     # ---- internals: API database -------------------------------------------------------
@@ -599,7 +604,7 @@ class HostStateCache:
                     continue
                 cell = _Cell(mapping=mapping, db=db)
                 self._cells[uuid] = cell
-                if self._api_loaded:  # a new cell while running: load it now
+                if self._running:  # a new cell while running: load it now
                     self._start_cell_loop(cell)
                     self._spawn(self._guarded(self._cell_pass(cell, full=True)))
             else:

@@ -533,3 +533,29 @@ async def test_pci_pools_consumed(seeded: dict[str, Any]) -> None:
         assert b.pci_pools == after
         await cache.release(b, "gpu-vm")
         assert b.pci_pools[0].count == 2
+
+
+async def test_api_db_down_at_start_then_back(seeded: dict[str, Any]) -> None:
+    db: NovaDB = seeded["db"]
+    api_cell = type(seeded["c1"])(id=0, uuid="api", name="api", dbname=db.api_dbname)
+    cfg = db.config(
+        refresh_interval=0.1, refresh_jitter=0.0, db_query_timeout=2, db_reconnect_max=1
+    )
+    await db.take_cell_away(api_cell)
+    try:
+        cache = await started(cfg)
+    finally:
+        await db.bring_cell_back(api_cell)
+    try:
+        assert not cache.health()["ready"] and cache.all_hosts() == []
+        for _ in range(100):  # the API loop retries by itself and then loads every cell
+            if len(cache.all_hosts()) == 3 and cache.health()["ready"]:
+                break
+            await asyncio.sleep(0.05)
+        assert len(cache.all_hosts()) == 3 and cache.health()["ready"]
+        await cache.update_instance_info("c2-a", ["after"])  # casts work once loaded
+        c = cache.get_by_uuid(seeded["c2a"])
+        assert c is not None and "after" in c.instances
+    finally:
+        await cache.close()
+    await cache.update_instance_info("c2-a", ["late"])  # a cast after close is harmless
