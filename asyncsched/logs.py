@@ -14,10 +14,10 @@ import contextlib
 import logging
 import logging.handlers
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_secrets
@@ -54,6 +54,24 @@ def request_context(
         yield ids
     finally:
         _current.reset(token)
+
+
+def ids_from_context(context: Mapping[str, Any]) -> RequestIds:
+    """Request ids from an oslo message context, with or without the ``_context_`` prefix."""
+
+    def pick(key: str) -> str | None:
+        value = context.get(f"_context_{key}", context.get(key))
+        return value if isinstance(value, str) and value else None
+
+    return RequestIds(pick("request_id"), pick("global_request_id"))
+
+
+@contextlib.contextmanager
+def request_context_from(context: Mapping[str, Any]) -> Iterator[RequestIds]:
+    """:func:`request_context` with the ids of an oslo message context (RPC layer helper)."""
+    ids = ids_from_context(context)
+    with request_context(ids.request_id, ids.global_request_id) as bound:
+        yield bound
 
 
 def current_request_ids() -> RequestIds | None:

@@ -61,6 +61,12 @@ class Reconfigurable(Protocol):
     def reconfigure(self, config: Config) -> Awaitable[None] | None: ...
 
 
+def component_name(comp: object) -> str:
+    """``comp.name``, or the class name for a component that does not declare one."""
+    name = getattr(comp, "name", None)
+    return name if isinstance(name, str) and name else type(comp).__name__
+
+
 class ServiceStartError(Exception):
     """A component failed to start; what had started was closed again."""
 
@@ -137,9 +143,9 @@ class Service:
         comps: dict[str, Any] = {}
         for comp in self._components:
             try:
-                comps[comp.name] = dict(comp.health())
+                comps[component_name(comp)] = dict(comp.health())
             except Exception as exc:  # a broken health() must not break the caller
-                comps[comp.name] = {"error": repr(exc)}
+                comps[component_name(comp)] = {"error": repr(exc)}
         return {"state": self._state, "components": comps}
 
     def request_stop(self) -> None:
@@ -187,8 +193,8 @@ class Service:
         for index, comp in enumerate(self._components, start=1):
             if self._stop.is_set():
                 break
-            self._notifier.status(f"starting {comp.name} ({index}/{total})")
-            LOG.info("starting %s (%d/%d)", comp.name, index, total)
+            self._notifier.status(f"starting {component_name(comp)} ({index}/{total})")
+            LOG.info("starting %s (%d/%d)", component_name(comp), index, total)
             starting = asyncio.ensure_future(comp.start())
             stopping = asyncio.ensure_future(self._stop.wait())
             try:
@@ -199,21 +205,21 @@ class Service:
                 starting.cancel()
                 with contextlib.suppress(BaseException):
                     await starting
-                LOG.warning("stop requested while starting %s", comp.name)
+                LOG.warning("stop requested while starting %s", component_name(comp))
                 self._started.append(comp)  # it may hold half-open resources: close it
                 break
             exc = starting.exception()
             if exc is not None:
                 self._state = "failed"
-                self._notifier.status(f"failed to start {comp.name}: {exc}")
+                self._notifier.status(f"failed to start {component_name(comp)}: {exc}")
                 await self._close_all()
                 self._notifier.close()
-                raise ServiceStartError(f"{comp.name} failed to start: {exc!r}") from exc
+                raise ServiceStartError(f"{component_name(comp)} failed to start: {exc!r}") from exc
             self._started.append(comp)
         if self._stop.is_set():
             return
         self._state = "running"
-        names = ", ".join(c.name for c in self._components) or "no components"
+        names = ", ".join(component_name(c) for c in self._components) or "no components"
         self._notifier.ready(status=f"ready: {names}")
         LOG.info("asyncsched ready (%s)", names)
         interval = self._notifier.watchdog_interval
@@ -282,7 +288,9 @@ class Service:
                         if inspect.isawaitable(result):
                             await result
                     except Exception:
-                        LOG.exception("%s failed to apply the reloaded configuration", comp.name)
+                        LOG.exception(
+                            "%s failed to apply the reloaded configuration", component_name(comp)
+                        )
             applied = [f"[{s}] {o}" for s, o, m in changes if m]
             LOG.info(
                 "configuration reloaded: %s",
@@ -363,14 +371,14 @@ class Service:
             if draining in done:
                 exc = draining.exception()
                 if exc is not None:
-                    LOG.error("draining %s failed: %r", comp.name, exc)
+                    LOG.error("draining %s failed: %r", component_name(comp), exc)
                 continue
             draining.cancel()
             with contextlib.suppress(BaseException):
                 await draining
             LOG.warning(
                 "%s still had work in flight when the drain %s; closing anyway",
-                comp.name,
+                component_name(comp),
                 "was cut short" if self._force.is_set() else f"timeout ({budget:g} s) expired",
             )
 
@@ -380,9 +388,13 @@ class Service:
             try:
                 await asyncio.wait_for(comp.close(), CLOSE_TIMEOUT)
             except TimeoutError:
-                LOG.error("closing %s took longer than %g s; abandoned", comp.name, CLOSE_TIMEOUT)
+                LOG.error(
+                    "closing %s took longer than %g s; abandoned",
+                    component_name(comp),
+                    CLOSE_TIMEOUT,
+                )
             except Exception as exc:
-                LOG.error("closing %s failed: %r", comp.name, exc)
+                LOG.error("closing %s failed: %r", component_name(comp), exc)
 
 
 def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -157,3 +157,12 @@ def test_check_config_shows_multi_values_one_per_line(
     assert main(["check-config", "--config-file", str(conf)]) == 0
     out = capsys.readouterr().out
     assert "available_filters = a.A\navailable_filters = b.B\n" in out
+
+
+def test_cli_keeps_config_file_and_dir_order(tmp_path: Path) -> None:
+    from asyncsched.cli import build_parser, sources_from_args
+
+    args = build_parser().parse_args(
+        ["serve", "--config-file", "a.conf", "--config-dir", "d", "--config-file", "b.conf"]
+    )
+    assert sources_from_args(args).items == (("file", "a.conf"), ("dir", "d"), ("file", "b.conf"))

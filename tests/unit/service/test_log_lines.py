@@ -128,3 +128,20 @@ def test_log_file(tmp_path: Path) -> None:
         root.setLevel(level)
     text = path.read_text()
     assert "to the file password=***" in text
+
+
+def test_request_context_from_an_oslo_message_context(stream: io.StringIO) -> None:
+    from asyncsched.logs import ids_from_context, request_context_from
+
+    ctx = {
+        "_context_request_id": "req-aaaa",
+        "_context_global_request_id": "req-gggg",
+        "_context_auth_token": "gAAAAtoken",
+    }
+    with request_context_from(ctx):
+        logging.getLogger("asyncsched.rpc").info("select_destinations for %s", ctx)
+    line = lines(stream)[0]
+    assert "[req-aaaa req-gggg] select_destinations" in line
+    assert "gAAAAtoken" not in line
+    assert ids_from_context({"request_id": "req-b", "global_request_id": None}).render() == "req-b"
+    assert ids_from_context({}).render() == "-"

@@ -332,3 +332,24 @@ async def test_unwritable_health_file_is_only_a_warning(
     with caplog.at_level(logging.WARNING):
         await service.stop()
     assert "cannot write health file" in caplog.text
+
+
+class Nameless:
+    """A component written without a ``name``: the class name stands in."""
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def health(self) -> Mapping[str, Any]:
+        return {"up": True}
+
+
+async def test_component_without_a_name_uses_its_class_name(listener: NotifyListener) -> None:
+    service = Service(Config(), [Nameless()], SystemdNotifier(listener.address))  # type: ignore[list-item]
+    await service.start()
+    assert listener.recv() == {"STATUS": "starting Nameless (1/1)"}
+    assert service.health()["components"] == {"Nameless": {"up": True}}
+    await service.stop()
