@@ -107,7 +107,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     loaded = _load_or_report(args)
     if loaded is None:
         return EX_CONFIG
-    setup_logging(loaded.config)
+    try:
+        setup_logging(loaded.config)
+    except OSError as exc:
+        print(
+            f"asyncsched: configuration error: [DEFAULT] log_file = "
+            f"{loaded.config.default.log_file!r}: cannot open: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EX_CONFIG
     LOG.info(
         "asyncsched %s starting; config files: %s",
         __version__,

@@ -166,3 +166,13 @@ def test_cli_keeps_config_file_and_dir_order(tmp_path: Path) -> None:
         ["serve", "--config-file", "a.conf", "--config-dir", "d", "--config-file", "b.conf"]
     )
     assert sources_from_args(args).items == (("file", "a.conf"), ("dir", "d"), ("file", "b.conf"))
+
+
+def test_serve_with_unwritable_log_file_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "nova.conf"
+    conf.write_text(f"[DEFAULT]\nlog_file = {tmp_path}/no/such/dir/asyncsched.log\n")
+    assert main(["serve", "--config-file", str(conf)]) == EX_CONFIG
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[DEFAULT] log_file" in err[0] and "cannot open" in err[0]
