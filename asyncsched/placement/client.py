@@ -494,6 +494,8 @@ class PlacementClient:
         code, detail = _error_code(body), _error_detail(body)
         if code == "placement.concurrent_update":
             if "consumer generation conflict" in detail:
+                if consumer_generation is None and await self._already_ours(consumer_uuid, payload):
+                    return True
                 raise AllocationUpdateFailed(
                     consumer_uuid=consumer_uuid,
                     error=f"another process changed the consumer {consumer_uuid} during the claim",
@@ -507,6 +509,27 @@ class PlacementClient:
             " ".join(detail.split()),
         )
         return False
+
+    async def _already_ours(self, consumer_uuid: str, payload: Mapping[str, Any]) -> bool:
+        """After a resent PUT (aiohttp retries a PUT on a dropped keep-alive socket), the
+        'conflict' may be our own first write: the consumer then holds exactly our allocation."""
+        try:
+            current = await self.get_allocations(consumer_uuid)
+        except PlacementError:
+            return False
+        held = {
+            rp: dict(a.get("resources") or {})
+            for rp, a in (current.get("allocations") or {}).items()
+        }
+        wanted = {rp: dict(a["resources"]) for rp, a in payload["allocations"].items()}
+        mine = (
+            held == wanted
+            and current.get("project_id") == payload.get("project_id")
+            and current.get("user_id") == payload.get("user_id")
+        )
+        if mine:
+            LOG.info("placement: claim for %s was already applied (resent request)", consumer_uuid)
+        return mine
 
     async def delete_allocation(self, consumer_uuid: str) -> None:
         """DELETE /allocations/{consumer}; 404 is fine; retried; then AllocationDeleteFailed."""

@@ -229,10 +229,13 @@ async def test_claim_is_visible_and_rollback_leaves_nothing(
             "DISK_GB": 20,
         }
         assert (await s.usages(rps[1]))["MEMORY_MB"] == 2048
-    # a second claim for the same new consumer is nova's consumer-generation conflict
+    # the same claim again (a resent PUT) is recognised as ours; a different one for the same
+    # new consumer is nova's consumer-generation conflict
+    ar0 = c.alloc_reqs_by_rp_uuid[rps[0]][0]
+    assert await client.claim(consumers[0], ar0, project_id="proj", user_id="user")
     with pytest.raises(AllocationUpdateFailed):
         await client.claim(
-            consumers[0], c.alloc_reqs_by_rp_uuid[rps[0]][0], project_id="proj", user_id="user"
+            consumers[0], c.alloc_reqs_by_rp_uuid[rps[2]][0], project_id="proj", user_id="user"
         )
     await client.rollback([*consumers, str(uuidlib.uuid4())])  # unknown consumer: 404 is fine
     async with placement_server.seeder() as s:

@@ -334,6 +334,66 @@ async def test_claim_timeout_is_false_and_cleans_up(stack: list[Any]) -> None:
     assert deleted == ["c9"]
 
 
+async def test_connection_dropped_during_claim_is_false_and_cleans_up(stack: list[Any]) -> None:
+    deleted: list[str] = []
+    puts = 0
+
+    async def put(request: web.Request) -> web.Response:
+        nonlocal puts
+        puts += 1
+        assert request.transport is not None
+        request.transport.close()  # Placement died after reading the request
+        await asyncio.sleep(0.1)
+        return web.Response(status=204)
+
+    async def delete(request: web.Request) -> web.Response:
+        deleted.append(request.match_info["c"])
+        return web.Response(status=204)
+
+    client, _ = await client_for(
+        stack, {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): delete}
+    )
+    assert await client.claim("c7", {"allocations": {}}, project_id="p", user_id="u") is False
+    assert puts <= 2  # aiohttp resends a PUT once on a reused keep-alive socket, no more
+    assert deleted == ["c7"]
+
+
+async def test_resent_claim_that_was_already_applied_counts_as_claimed(
+    stack: list[Any],
+) -> None:
+    """The first PUT is applied but its answer lost; the resend sees a consumer conflict."""
+    held: dict[str, Any] = {}
+
+    async def put(request: web.Request) -> web.Response:
+        body = await request.json()
+        if held:
+            return conflict("consumer generation conflict - expected null but got 1")
+        held.update(body)
+        return conflict("consumer generation conflict - expected null but got 1")
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "allocations": {
+                    rp: {"resources": a["resources"], "generation": 5}
+                    for rp, a in held["allocations"].items()
+                },
+                "consumer_generation": 1,
+                "project_id": held["project_id"],
+                "user_id": held["user_id"],
+            }
+        )
+
+    client, _ = await client_for(
+        stack, {("PUT", "/allocations/{c}"): put, ("GET", "/allocations/{c}"): get}
+    )
+    ar = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
+    assert await client.claim("c8", ar, project_id="p", user_id="u") is True
+    # someone else's allocation under the same consumer is still a real conflict
+    with pytest.raises(AllocationUpdateFailed):
+        await client.claim("c8", ar, project_id="p", user_id="other-user")
+
+
 # ---- delete / rollback ----
 
 
