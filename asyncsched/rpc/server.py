@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import ssl
@@ -30,6 +31,7 @@ import aiormq.exceptions
 
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NovaException, NoValidHost
+from asyncsched.logs import request_context
 from asyncsched.objects import codec
 from asyncsched.objects.codec import CodecError
 from asyncsched.rpc import dispatcher, wire
@@ -38,8 +40,8 @@ from asyncsched.rpc.reply_cache import Outcome, ReplyCache
 from asyncsched.rpc.topology import QueueDecl, Topology, build_topology, prefetch_count
 from asyncsched.rpc.transport_url import BrokerHost, parse_transport_url
 
-# TODO(logs): switch to asyncsched.logs' request-context manager once it lands; until then the
-# request id is put into each message by hand.
+# Lines logged while a request is handled carry its ids through asyncsched.logs; the messages
+# below also name the request id so they stand alone in any log format.
 LOG = logging.getLogger("asyncsched.rpc")
 
 CONNECT_TIMEOUT = 10.0
@@ -165,6 +167,7 @@ class RPCServer:
             "in_flight": sum(1 for t in self._tasks if not t.done()),
             "active_calls": self._active_calls,
             "reply_cache": len(self._cache),
+            "reply_cache_bytes": self._cache.bytes,
             "last_error": self._last_error,
             "stats": dict(self.stats),
         }
@@ -346,6 +349,12 @@ class RPCServer:
         except wire.MalformedMessage as exc:
             await self._refuse(message, exc)
             return
+        ctx = incoming.context
+        with request_context(ctx.request_id, ctx.global_request_id):
+            await self._serve(message, incoming)
+
+    async def _serve(self, message: Any, incoming: wire.IncomingMessage) -> None:
+        """Answer one well-formed request once: from the cache, from its running twin, or anew."""
         uid = incoming.unique_id
         rid = incoming.context.request_id
         future: asyncio.Future[Outcome] | None = None
@@ -383,7 +392,7 @@ class RPCServer:
             if uid:
                 self._inflight.pop(uid, None)
         if uid:
-            self._cache.put(uid, outcome)
+            self._cache.put(uid, outcome, size=_outcome_size(outcome))
         if future is not None and not future.done():
             future.set_result(outcome)
         await self._finish(message, incoming, outcome)
@@ -596,6 +605,14 @@ class RPCServer:
                 if loop.time() + RETURN_RETRY_INTERVAL > deadline:
                     return False
                 await asyncio.sleep(RETURN_RETRY_INTERVAL)
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    """Roughly the bytes a cached reply holds (its JSON length)."""
+    size = len(outcome.failure or "")
+    if outcome.result is not None:
+        size += len(json.dumps(outcome.result, default=str))
+    return size
 
 
 def _str_arg(args: Any, name: str) -> str:

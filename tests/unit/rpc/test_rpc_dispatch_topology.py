@@ -192,3 +192,15 @@ def test_reply_cache_bounds_size_and_age() -> None:
     assert cache.get("id4") is None
     cache.put("new", Outcome(failure="f"))
     assert len(cache) == 1 and cache.get("new") == Outcome(failure="f")
+
+
+def test_reply_cache_bounds_memory() -> None:
+    cache = ReplyCache(max_size=100, ttl=60.0, max_bytes=1000)
+    for i in range(5):
+        cache.put(f"id{i}", Outcome(result="x" * 300), size=300)
+    assert cache.bytes <= 1000 and len(cache) == 3
+    assert cache.get("id4") is not None and cache.get("id1") is None
+    cache.put("huge", Outcome(result="y"), size=5000)  # the newest is kept even if too big
+    assert len(cache) == 1 and cache.get("huge") is not None and cache.bytes == 5000
+    cache.put("huge", Outcome(result="z"), size=10)
+    assert cache.bytes == 10

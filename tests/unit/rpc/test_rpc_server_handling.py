@@ -17,6 +17,7 @@ import pytest
 
 from asyncsched.conf.options import AsyncschedOptions, Config, DefaultOptions
 from asyncsched.exceptions import NoValidHost
+from asyncsched.logs import RequestIds, current_request_ids
 from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
@@ -62,6 +63,7 @@ class Scheduler:
         self.calls: list[tuple[RequestSpec, Sequence[str] | None, bool, bool]] = []
         self.delay = delay
         self.contexts: list[RequestContext] = []
+        self.log_ids: list[RequestIds | None] = []
 
     async def select_destinations(
         self,
@@ -73,6 +75,7 @@ class Scheduler:
     ) -> list[list[Selection]]:
         self.calls.append((spec, instance_uuids, return_objects, return_alternates))
         self.contexts.append(ctx)
+        self.log_ids.append(current_request_ids())
         await asyncio.sleep(self.delay)
         if spec.flavor.vcpus > 64:
             raise NoValidHost(reason="no host has that many VCPU")
@@ -172,6 +175,9 @@ async def test_call_replied_then_acked(parts: tuple[Scheduler, Events, Journal])
     spec, uuids, objects, alternates = scheduler.calls[0]
     assert spec.num_instances == 3 and uuids == ["i-1", "i-2"] and objects and alternates
     assert scheduler.contexts[0].request_id == "req-u-1"
+    # Everything logged while the request runs carries its id (asyncsched.logs).
+    assert scheduler.log_ids == [RequestIds("req-u-1", None)]
+    assert current_request_ids() is None
 
 
 async def test_legacy_call_gets_plain_dicts(parts: tuple[Scheduler, Events, Journal]) -> None:
