@@ -467,6 +467,8 @@ class HostStateCache:
         if cell is None:
             return
         ours = cell.host_insts.get(host_name)
+        if ours is None and host_name in cell.nodes_by_host:
+            ours = set()  # a host we load from the DB that has no instances
         if ours is None or ours != set(instance_uuids):
             if ours is not None:
                 LOG.info(

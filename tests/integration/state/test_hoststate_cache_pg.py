@@ -559,3 +559,43 @@ async def test_api_db_down_at_start_then_back(seeded: dict[str, Any]) -> None:
     finally:
         await cache.close()
     await cache.update_instance_info("c2-a", ["late"])  # a cast after close is harmless
+
+
+async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
+    """cell1's compute_nodes is locked (queries hang); cell2 keeps refreshing meanwhile, and
+    cell1 times out into 'stale' and recovers once the lock is gone."""
+    import asyncpg
+
+    db: NovaDB = seeded["db"]
+    c1, c2 = seeded["c1"], seeded["c2"]
+    cfg = db.config(
+        refresh_interval=0.1, refresh_jitter=0.0, db_query_timeout=1, db_reconnect_max=1
+    )
+    async with HostStateCache(cfg) as cache:
+        a = cache.get_by_uuid(seeded["c1a"])
+        c = cache.get_by_uuid(seeded["c2a"])
+        assert a is not None and c is not None
+        blocker = await asyncpg.connect(c1.dsn)
+        try:
+            tx = blocker.transaction()
+            await tx.start()
+            await blocker.execute("LOCK TABLE compute_nodes IN ACCESS EXCLUSIVE MODE")
+            await db.update_compute_node(c2, seeded["c2a"], free_ram_mb=31337)
+            for _ in range(100):
+                if c.free_ram_mb == 31337 and cache.health()["cells"][c1.uuid]["stale"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert c.free_ram_mb == 31337  # seen while cell1 hangs
+            h = cache.health()["cells"]
+            assert h[c1.uuid]["stale"] and "Timeout" in (h[c1.uuid]["last_error"] or "")
+            assert not h[c2.uuid]["stale"]
+            assert cache.get_by_uuid(seeded["c1a"]) is a  # still served
+            await tx.rollback()
+        finally:
+            await blocker.close()
+        await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=999)
+        for _ in range(100):
+            if a.free_ram_mb == 999 and not cache.health()["stale"]:
+                break
+            await asyncio.sleep(0.05)
+        assert a.free_ram_mb == 999 and not cache.health()["stale"]
