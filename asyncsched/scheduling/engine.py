@@ -148,6 +148,7 @@ class RequestHosts:
         self.cur = self.cur[mask]
 
     def _count(self, name: str, reasons: Counter[str]) -> None:
+        reasons = +reasons  # drop zero counts
         if reasons:
             self.reasons.setdefault(name, Counter()).update(reasons)
 

@@ -326,3 +326,14 @@ async def test_chance_driver_claims_and_messages() -> None:
     spec, uuids = boot()
     with pytest.raises(NoValidHost, match="Is the appropriate service running"):
         await mgr.select_destinations(CTX, spec, uuids, True, True)
+
+
+async def test_reasons_record_host_rules_without_zero_counts() -> None:
+    mgr, _, _ = manager(cloud(4))
+    spec, uuids = boot(ignore_hosts=("cmp0",))
+    await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert mgr.diagnostics.recent()[-1].reasons == {"ignore_hosts": {"ignored": 1}}
+    spec, uuids = boot(requested_destination=Destination(host="cmp2"))
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp2"
+    assert mgr.diagnostics.recent()[-1].reasons == {}
