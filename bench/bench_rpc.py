@@ -1,0 +1,171 @@
+"""RPC wire cost: asyncsched's aio-pika server vs a real oslo.messaging RPC server.
+
+Both serve select_destinations for the same caller (the real oslo.messaging RPCClient, built as
+nova's scheduler rpcapi builds it) with a decision that takes no time, so what is measured is
+the wire: RabbitMQ round trip, envelope, (de)serialisation, reply publishing. The baseline is
+oslo's own server (threading executor, acks before dispatch, no publisher-confirm wait on the
+ack); it returns a pre-built result without decoding the RequestSpec, while ours decodes the
+whole spec into typed values and confirms the reply before acking. Each runs in its own
+throwaway vhost, in the same run, on the same broker; callers are threads in this process.
+
+    .venv/bin/python -m bench.bench_rpc [--calls 300] [--threads 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import oslo_messaging as messaging
+from oslo_config import cfg
+
+from asyncsched.objects import codec
+from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.rpc.server import RPCServer
+from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.integration.rpc.conftest import make_config
+from tests.integration.rpc.decisions import RecordingEvents
+
+SELECTIONS = [
+    [
+        Selection(
+            compute_node_uuid=str(uuid.uuid4()),
+            service_host=f"cn-{i}",
+            nodename=f"cn-{i}",
+            cell_uuid=str(uuid.uuid4()),
+            allocation_request='{"allocations": {}, "mappings": {}}',
+            allocation_request_version="1.36",
+            availability_zone="nova",
+        )
+        for i in range(3)
+    ]
+]
+RESULT = codec.encode_selections(SELECTIONS, return_objects=True)
+
+
+class InstantScheduler:
+    async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        return SELECTIONS
+
+
+class OsloEndpoint:
+    target = messaging.Target(version="4.5")
+
+    def select_destinations(self, ctxt: Any, **kwargs: Any) -> Any:
+        return RESULT
+
+
+@contextmanager
+def vhost() -> Iterator[str]:
+    name = f"bench-rpc-{uuid.uuid4().hex[:10]}"
+    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, capture_output=True)
+    subprocess.run(
+        ["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"rabbit://guest:guest@127.0.0.1:5672/{name}"
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
+
+
+def measure(client: OsloSchedulerClient, calls: int, threads: int) -> dict[str, float]:
+    spec = request_spec_primitive(num_instances=3)
+    uuids = [str(uuid.uuid4()) for _ in range(3)]
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        client.select_destinations(spec, uuids)
+        return time.perf_counter() - t0
+
+    for _ in range(20):  # warm up the reply queue and connection pools
+        one()
+    lat = sorted(one() for _ in range(calls))
+    with ThreadPoolExecutor(threads) as pool:
+        t0 = time.perf_counter()
+        list(pool.map(lambda _: one(), range(calls)))
+        elapsed = time.perf_counter() - t0
+    return {
+        "p50_ms": statistics.median(lat) * 1000,
+        "p95_ms": lat[int(len(lat) * 0.95)] * 1000,
+        "throughput": calls / elapsed,
+    }
+
+
+async def run_ours(url: str, calls: int, threads: int) -> dict[str, float]:
+    config = make_config(url)
+    async with RPCServer(config, InstantScheduler(), RecordingEvents()):
+        client = OsloSchedulerClient(url, timeout=60, call_monitor_timeout=30)
+        try:
+            return await asyncio.to_thread(measure, client, calls, threads)
+        finally:
+            client.close()
+
+
+def run_oslo(url: str, calls: int, threads: int) -> dict[str, float]:
+    transport = messaging.get_rpc_transport(cfg.CONF, url=url)
+    target = messaging.Target(topic="scheduler", server="bench", exchange="nova")
+    server = messaging.get_rpc_server(transport, target, [OsloEndpoint()], executor="threading")
+    server.start()
+    client = OsloSchedulerClient(url, timeout=60, call_monitor_timeout=30)
+    try:
+        return measure(client, calls, threads)
+    finally:
+        client.close()
+        server.stop()
+        server.wait()
+        transport.cleanup()
+
+
+def codec_cost(runs: int = 2000) -> tuple[float, float]:
+    spec = request_spec_primitive(num_instances=3)
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        codec.decode_request_spec(spec)
+    decode = (time.perf_counter() - t0) / runs
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        codec.encode_selections(SELECTIONS, return_objects=True)
+    encode = (time.perf_counter() - t0) / runs
+    return decode * 1e6, encode * 1e6
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=16)
+    args = parser.parse_args(argv)
+    with vhost() as url:
+        base = run_oslo(url, args.calls, args.threads)
+    with vhost() as url:
+        ours = asyncio.run(run_ours(url, args.calls, args.threads))
+    decode_us, encode_us = codec_cost()
+    print(f"select_destinations over RabbitMQ, {args.calls} calls, oslo.messaging caller")
+    print(f"{'':24}{'oslo server':>14}{'asyncsched':>14}{'ratio':>10}")
+    for key, label in (("p50_ms", "p50 latency (ms)"), ("p95_ms", "p95 latency (ms)")):
+        print(f"{label:24}{base[key]:14.2f}{ours[key]:14.2f}{ours[key] / base[key]:10.2f}")
+    print(
+        f"{f'throughput, {args.threads} callers':24}{base['throughput']:14.0f}"
+        f"{ours['throughput']:14.0f}{ours['throughput'] / base['throughput']:10.2f}  (calls/s)"
+    )
+    print(f"codec: decode RequestSpec {decode_us:.0f} us, encode 3 Selections {encode_us:.0f} us")
+
+
+if __name__ == "__main__":
+    main()
