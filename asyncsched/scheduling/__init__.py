@@ -1,0 +1,12 @@
+"""The decision: nova's filter scheduler (filters, weighers, select_destinations).
+
+Public entry points:
+
+- ``manager.SchedulerManager(config, cache, placement)``: the RPC layer's SchedulerAPI
+  (``select_destinations``), ``reconfigure(config)`` on SIGHUP, ``diagnostics.recent()``.
+- ``chance.ChanceScheduler``: ``[asyncsched] driver = chance`` behind the same API.
+- ``loader.load_filters(config)`` / ``loader.load_weighers(config)``: plugin resolution
+  (raises ConfigError), also usable by ``check-config``.
+- ``engine.DecisionEngine``: the I/O-free decision path (filter, weigh, pick).
+- ``reference``: the per-host nova-style implementation the engine is tested against.
+"""

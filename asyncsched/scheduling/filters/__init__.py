@@ -1,0 +1,1 @@
+"""Host filters, one per module, nova's class names (see ``base.BaseHostFilter``)."""

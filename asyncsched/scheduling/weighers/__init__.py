@@ -1,0 +1,1 @@
+"""Host weighers, one per module, nova's class names (see ``base.BaseHostWeigher``)."""
