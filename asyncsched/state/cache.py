@@ -148,6 +148,8 @@ class HostStateCache:
     Reads never touch a database and are O(1) per host.
     """
 
+    name = "hoststate"
+
     def __init__(self, config: Config, *, clock: Callable[[], float] | None = None) -> None:
         self._config = config
         self._clock: Callable[[], float] = clock or time.monotonic
@@ -286,8 +288,10 @@ class HostStateCache:
             cells[cell.uuid] = h
         api = db_health(self._api, self._api_loaded)
         stale = api["stale"] or any(c["stale"] for c in cells.values())
+        ready = self._api_loaded and all(c.loaded for c in self._cells.values())
         return {
-            "ready": self._api_loaded and all(c.loaded for c in self._cells.values()),
+            "ok": ready and not stale,
+            "ready": ready,
             "stale": stale,
             "api": api,
             "cells": cells,
