@@ -52,6 +52,13 @@ class Diagnostics:
     def recent(self) -> list[RequestSummary]:
         return list(self._recent)
 
+    def find(self, request_id: str) -> RequestSummary | None:
+        """The latest summary of ``request_id`` still kept, if any."""
+        for summary in reversed(self._recent):
+            if summary.request_id == request_id:
+                return summary
+        return None
+
     @staticmethod
     def freeze(reasons: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
         return {name: dict(codes) for name, codes in reasons.items() if codes}

@@ -97,8 +97,8 @@ def availability_zone(host: HostState, config: Config) -> str:
     """The host's AZ from aggregate metadata, else ``[DEFAULT] default_availability_zone``."""
     for agg in host.aggregates:
         az = agg.metadata.get("availability_zone")
-        if az:
-            return az
+        if az and az.split(",")[0].strip():
+            return az.split(",")[0].strip()
     return config.default.default_availability_zone
 
 

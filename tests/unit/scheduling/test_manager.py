@@ -337,3 +337,18 @@ async def test_reasons_record_host_rules_without_zero_counts() -> None:
     [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
     assert sel.service_host == "cmp2"
     assert mgr.diagnostics.recent()[-1].reasons == {}
+
+
+async def test_chance_driver_legacy_path_makes_no_claims_and_diagnostics_find() -> None:
+    conf = config(asyncsched={"driver": "chance"})
+    mgr, _, placement = manager(cloud(3), conf)
+    spec, _ = boot(2)
+    result = await mgr.select_destinations(CTX, spec, None, True, True)
+    assert len(result) == 2 and all(r[0].allocation_request == "null" for r in result)
+    assert placement.allocations == {} and placement.queries == []
+    mgr.reconfigure(config())  # back to the filter scheduler
+    spec, uuids = boot()
+    await mgr.select_destinations(CTX, spec, uuids, True, True)
+    found = mgr.diagnostics.find("req-1")
+    assert found is not None and found.outcome == "ok" and found.candidates == 3
+    assert mgr.diagnostics.find("nope") is None
