@@ -75,7 +75,9 @@ def amqp_url(vhost: str) -> str:
     return f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
 
 
-def make_config(url: str, host: str = "sched-test", **rabbit: Any) -> Config:
+def make_config(
+    url: str, host: str = "sched-test", max_concurrent: int = 16, **rabbit: Any
+) -> Config:
     return Config(
         default=replace(DefaultOptions(), transport_url=url, host=host),
         oslo_messaging_rabbit=replace(
@@ -85,5 +87,5 @@ def make_config(url: str, host: str = "sched-test", **rabbit: Any) -> Config:
             kombu_reconnect_delay=0.2,
             **rabbit,
         ),
-        asyncsched=replace(AsyncschedOptions(), max_concurrent_requests=16),
+        asyncsched=replace(AsyncschedOptions(), max_concurrent_requests=max_concurrent),
     )

@@ -28,6 +28,8 @@ class RecordingScheduler:
         self.specs: list[RequestSpec] = []
         self.contexts: list[RequestContext] = []
         self.per_instance: Counter[str] = Counter()
+        self.running = 0
+        self.max_running = 0
 
     async def select_destinations(
         self,
@@ -41,8 +43,13 @@ class RecordingScheduler:
         self.contexts.append(ctx)
         for u in instance_uuids or ():
             self.per_instance[u] += 1
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        finally:
+            self.running -= 1
         if spec.flavor.vcpus > 64:
             raise NoValidHost(reason=f"no host has {spec.flavor.vcpus} VCPU")
         out = []

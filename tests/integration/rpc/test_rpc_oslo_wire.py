@@ -282,6 +282,36 @@ async def test_connection_drop_mid_stream_loses_nothing(
     assert dict(scheduler.per_instance) == {u: 1 for u in uuids}
 
 
+async def test_a_flood_waits_in_rabbitmq_not_in_memory(
+    amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor
+) -> None:
+    scheduler = RecordingScheduler(delay=0.3)
+    server = RPCServer(make_config(amqp_url, max_concurrent=3), scheduler, RecordingEvents())
+    async with server:
+        calls = [
+            asyncio.ensure_future(
+                in_thread(pool, client.select_destinations, request_spec_primitive(), [f"f{i}"])
+            )
+            for i in range(15)
+        ]
+        peak = 0
+
+        async def sample() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, server.health()["in_flight"])
+                await asyncio.sleep(0.01)
+
+        sampler = asyncio.ensure_future(sample())
+        results = await asyncio.gather(*calls)
+        sampler.cancel()
+    # prefetch 3 on the scheduler queue: never more than 3 requests held by the process; the
+    # rest of the flood waited in RabbitMQ.
+    assert 0 < peak <= 3
+    assert len(results) == 15 and scheduler.max_running == 3
+    assert dict(scheduler.per_instance) == {f"f{i}": 1 for i in range(15)}
+
+
 async def test_failover_to_the_next_broker(vhost: str, pool: ThreadPoolExecutor) -> None:
     url = f"rabbit://guest:guest@127.0.0.1:1,guest:guest@127.0.0.1:5672/{vhost}"
     server = RPCServer(make_config(url), RecordingScheduler(), RecordingEvents())

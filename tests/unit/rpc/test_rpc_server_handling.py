@@ -354,3 +354,34 @@ async def test_ping(parts: tuple[Scheduler, Events, Journal]) -> None:
     inner.update(method="ping", namespace="baseapi", version="1.1", args={"arg": {"k": 1}})
     await _deliver(server, journal, _body(inner))
     assert _replies(journal)[0]["result"] == {"service": "scheduler", "arg": {"k": 1}}
+
+
+def test_tls_from_config_and_url(parts: tuple[Scheduler, Events, Journal]) -> None:
+    import ssl
+
+    from asyncsched.conf.options import OsloMessagingRabbitOptions
+
+    scheduler, events, _ = parts
+    plain = RPCServer(Config(), scheduler, events)
+    assert plain._ssl_context() is None
+    # ?ssl=1 in transport_url without a CA: encrypted, broker not verified (as kombu does).
+    url_tls = RPCServer(
+        Config(default=replace(DefaultOptions(), transport_url="rabbit://u:p@h:5671/?ssl=1")),
+        scheduler,
+        events,
+    )
+    ctx = url_tls._ssl_context()
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
+    verified = RPCServer(
+        Config(
+            oslo_messaging_rabbit=replace(
+                OsloMessagingRabbitOptions(),
+                ssl=True,
+                ssl_ca_file="/etc/ssl/certs/ca-certificates.crt",
+            )
+        ),
+        scheduler,
+        events,
+    )
+    ctx = verified._ssl_context()
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED
