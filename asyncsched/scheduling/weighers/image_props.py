@@ -28,25 +28,27 @@ class ImagePropertiesWeigher(BaseHostWeigher):
         return self.config_multiplier() != 0.0
 
     def _score(
-        self, s: HostState, wanted: list[tuple[str, Any]], ratios: dict[str, float]
+        self, s: HostState, wanted: frozenset[tuple[str, str]], ratios: dict[str, float]
     ) -> float:
+        """nova: count (property, value) pairs shared with the host's instances' images."""
         images: Mapping[str, Mapping[str, Any]] = s.extra.get("instance_image_props", {})
-        weight = 0.0
+        existing: list[tuple[str, str]] = []
         for uuid in s.instances:
             props = images.get(uuid)
-            if not props:
-                continue
-            for name, value in wanted:
-                if ratios and name not in ratios:
-                    continue
-                if props.get(name) == value:
-                    weight += ratios.get(name, 1.0)
+            if props:
+                existing.extend((k, str(v)) for k, v in props.items())
+        if not existing:
+            return 0.0
+        weight = 0.0
+        for prop, value in wanted.intersection(existing):
+            count = existing.count((prop, value))
+            weight += ratios.get(prop, 0.0) * count if ratios else count
         return weight
 
     def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
         if self.config_multiplier() == 0.0:
             return [0.0] * len(states)
-        wanted = spec.image_props.items()
+        wanted = frozenset((k, f"{v}") for k, v in spec.image_props.items())
         ratios = dict(parse_setting(self.config.filter_scheduler.image_props_weight_setting))
         return [self._score(s, wanted, ratios) for s in states]
 

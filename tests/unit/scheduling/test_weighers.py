@@ -243,3 +243,28 @@ def test_per_aggregate_override_in_fast_path() -> None:
     ref, fast = _weights(conf, ws, states, spec(), aggs)
     assert ref == fast
     assert fast == [-1.0, 0.5 - 2.0, 0.25]
+
+
+def test_image_props_weigher_counts_shared_pairs_and_ratios() -> None:
+    images = {
+        "i1": {"os_distro": "ubuntu", "hw_disk_bus": "virtio"},
+        "i2": {"os_distro": "ubuntu", "hw_disk_bus": "scsi"},
+        "i3": {"os_distro": "fedora"},
+    }
+    h = host("h1", instances={"i1", "i2", "i3"}, extra={"instance_image_props": images})
+    s = spec(
+        image=ImageMeta(
+            properties=ImageMetaProps(other={"os_distro": "ubuntu", "hw_disk_bus": "virtio"})
+        )
+    )
+    w = ImagePropertiesWeigher(config(filter_scheduler={"image_props_weight_multiplier": 1.0}))
+    assert w.weigh_states([h], s) == [3.0]  # ubuntu twice + virtio once
+    w = ImagePropertiesWeigher(
+        config(
+            filter_scheduler={
+                "image_props_weight_multiplier": 1.0,
+                "image_props_weight_setting": ("os_distro=0.5",),
+            }
+        )
+    )
+    assert w.weigh_states([h], s) == [1.0]  # only os_distro counts, at 0.5 each
