@@ -599,3 +599,24 @@ async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
                 break
             await asyncio.sleep(0.05)
         assert a.free_ram_mb == 999 and not cache.health()["stale"]
+
+
+async def test_reads_are_paged(seeded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncsched.state.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "NODE_PAGE", 2)
+    monkeypatch.setattr(cache_mod, "INSTANCE_PAGE", 1)
+    db: NovaDB = seeded["db"]
+    c1 = seeded["c1"]
+    extra = [await db.add_host(c1, f"p-{i}") for i in range(5)]
+    insts = [await db.add_instance(c1, f"p-{i % 2}") for i in range(3)]
+    async with HostStateCache(db.config(refresh_interval=3600)) as cache:
+        assert len(cache.all_hosts()) == 8
+        p0 = cache.get_by_host_node("p-0")[0]
+        assert p0.instances == {insts[0], insts[2]}
+        for u in extra:
+            await db.update_compute_node(c1, u, free_ram_mb=5)
+        await db.move_instance(c1, insts[1], "p-0")
+        await cache.refresh()
+        assert all(h.free_ram_mb == 5 for h in cache.get_by_uuids(extra))
+        assert p0.instances == set(insts)
