@@ -254,6 +254,13 @@ class RPCServer:
         def on_close(*_: Any) -> None:
             lost.set()
 
+        def on_cancel(*_: Any) -> None:
+            # The broker cancelled a consumer (queue deleted, HA failover): start afresh, which
+            # re-declares the queue, instead of silently consuming nothing.
+            if self._accepting and not self._stopping:
+                LOG.warning("RabbitMQ cancelled one of our consumers; re-declaring")
+                lost.set()
+
         self._connection.close_callbacks.add(on_close)
         publisher = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         publisher.close_callbacks.add(on_close)
@@ -262,6 +269,7 @@ class RPCServer:
         for kind, exchange in (("topic", topo.control_exchange), ("fanout", topo.fanout_exchange)):
             ch = await self._connection.channel()
             ch.close_callbacks.add(on_close)
+            (await ch.get_underlay_channel()).on_consumer_cancel_callbacks.add(on_cancel)
             await ch.set_qos(prefetch_count=self._prefetch)
             channels[kind] = (
                 ch,

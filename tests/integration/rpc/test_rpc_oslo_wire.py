@@ -32,7 +32,7 @@ from tests.fixtures.oslo_caller import (
     request_spec,
     request_spec_primitive,
 )
-from tests.integration.rpc.conftest import close_connections, list_json, make_config
+from tests.integration.rpc.conftest import close_connections, list_json, make_config, rabbitmqctl
 from tests.integration.rpc.decisions import RecordingEvents, RecordingScheduler
 
 pytestmark = pytest.mark.integration
@@ -310,6 +310,27 @@ async def test_a_flood_waits_in_rabbitmq_not_in_memory(
     assert 0 < peak <= 3
     assert len(results) == 15 and scheduler.max_running == 3
     assert dict(scheduler.per_instance) == {f"f{i}": 1 for i in range(15)}
+
+
+async def test_deleted_queues_are_redeclared(
+    amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor, vhost: str
+) -> None:
+    events = RecordingEvents()
+    server = RPCServer(make_config(amqp_url), RecordingScheduler(), events)
+    async with server:
+        fanout = server.topology.queues[2].name
+        for name in ("scheduler", fanout):
+            await asyncio.to_thread(rabbitmqctl, "delete_queue", "-p", vhost, name)
+        async with asyncio.timeout(10):
+            while server.stats["reconnects"] < 1 or not server.health()["connected"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        await in_thread(pool, client.sync_instance_info, "cn-1", ["i-1"])
+        await events.wait_for(1)
+        assert (
+            len(await in_thread(pool, client.select_destinations, request_spec_primitive(), ["x"]))
+            == 1
+        )
+    assert events.seen == [("sync_instance_info", ("cn-1", ("i-1",)))]
 
 
 async def test_failover_to_the_next_broker(vhost: str, pool: ThreadPoolExecutor) -> None:
