@@ -352,3 +352,15 @@ async def test_chance_driver_legacy_path_makes_no_claims_and_diagnostics_find() 
     found = mgr.diagnostics.find("req-1")
     assert found is not None and found.outcome == "ok" and found.candidates == 3
     assert mgr.diagnostics.find("nope") is None
+
+
+async def test_ignore_beats_force_and_force_nodes_alone() -> None:
+    hosts = cloud(3)
+    mgr, _, placement = manager(hosts)
+    spec, uuids = boot(ignore_hosts=("cmp0",), force_hosts=("cmp0",))
+    with pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert placement.allocations == {}
+    spec, uuids = boot(force_nodes=("cmp2",))
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.nodename == "cmp2"
