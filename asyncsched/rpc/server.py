@@ -91,6 +91,7 @@ class RPCServer:
         self._broker: BrokerHost | None = None
         self._last_error: str | None = None
         self._active_calls = 0
+        self._stream_offset: int | None = None  # rabbit_stream_fanout: last offset seen
         self.stats: Counter[str] = Counter()
         self.connection_name = f"asyncsched:{os.getpid()}:{uuid.uuid4().hex}"
 
@@ -291,9 +292,12 @@ class RPCServer:
             )
             await queue.bind(exchange, routing_key=decl.routing_key)
             if self._accepting:
+                consumer_args = dict(decl.consumer_arguments)
+                if "x-stream-offset" in consumer_args and self._stream_offset is not None:
+                    # Resume a stream fanout after the last message we handled, as oslo does.
+                    consumer_args["x-stream-offset"] = self._stream_offset + 1
                 tag = await queue.consume(
-                    functools.partial(self._on_message, decl),
-                    arguments=dict(decl.consumer_arguments) or None,
+                    functools.partial(self._on_message, decl), arguments=consumer_args or None
                 )
                 consumers.append((queue, tag))
         self._publisher = publisher
@@ -333,6 +337,9 @@ class RPCServer:
 
     async def _handle(self, decl: QueueDecl, message: Any) -> None:
         self.stats["received"] += 1
+        offset = (message.headers or {}).get("x-stream-offset")
+        if isinstance(offset, int) and not isinstance(offset, bool):
+            self._stream_offset = max(offset, self._stream_offset or 0)
         try:
             await self._handle_inner(decl, message)
         except asyncio.CancelledError:

@@ -333,6 +333,43 @@ async def test_deleted_queues_are_redeclared(
     assert events.seen == [("sync_instance_info", ("cn-1", ("i-1",)))]
 
 
+async def test_stream_fanout(amqp_url: str, pool: ThreadPoolExecutor, vhost: str) -> None:
+    """rabbit_stream_fanout: one shared stream queue; every scheduler reads every cast."""
+    rabbit = {
+        "rabbit_stream_fanout": True,
+        "rabbit_transient_quorum_queue": True,
+        "rabbit_qos_prefetch_count": 10,
+    }
+    client = OsloSchedulerClient(amqp_url, rabbit_options=rabbit)
+    try:
+        first, second = RecordingEvents(), RecordingEvents()
+        one = RPCServer(make_config(amqp_url, host="s1", **rabbit), RecordingScheduler(), first)
+        two = RPCServer(make_config(amqp_url, host="s2", **rabbit), RecordingScheduler(), second)
+        async with one, two:
+            await asyncio.sleep(0.5)  # "last" offset: let both consumers attach before the cast
+            await in_thread(pool, client.sync_instance_info, "cn-1", ["i-1"])
+            await first.wait_for(1)
+            await second.wait_for(1)
+            # After a reconnect the stream resumes after the last offset handled (and the
+            # _unique_id cache would drop a replay): each cast reaches each scheduler once.
+            assert await asyncio.to_thread(close_connections, one.connection_name) == 1
+            async with asyncio.timeout(10):
+                while one.stats["reconnects"] < 1 or not one.health()["connected"]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            await in_thread(pool, client.delete_instance_info, "cn-1", "i-1")
+            await first.wait_for(2)
+            await second.wait_for(2)
+    finally:
+        client.close()
+    queues = {q["name"]: q for q in list_json("list_queues", vhost, "name", "arguments")}
+    assert "scheduler_fanout" in queues
+    expected = [
+        ("sync_instance_info", ("cn-1", ("i-1",))),
+        ("delete_instance_info", ("cn-1", "i-1")),
+    ]
+    assert first.seen == expected and second.seen == expected
+
+
 async def test_failover_to_the_next_broker(vhost: str, pool: ThreadPoolExecutor) -> None:
     url = f"rabbit://guest:guest@127.0.0.1:1,guest:guest@127.0.0.1:5672/{vhost}"
     server = RPCServer(make_config(url), RecordingScheduler(), RecordingEvents())
