@@ -73,7 +73,9 @@ class RPCServer:
         )
         self._prefetch = prefetch_count(self._rabbit, self._opts.max_concurrent_requests)
         self._call_slots = asyncio.Semaphore(self._opts.max_concurrent_requests)
-        self._cast_slots = asyncio.Semaphore(self._opts.max_concurrent_requests)
+        # Host-state casts are applied one at a time, in arrival order (update then delete of
+        # the same instance must not swap); they are cheap cache updates.
+        self._cast_slots = asyncio.Semaphore(1)
         self._cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._tasks: set[asyncio.Task[None]] = set()

@@ -385,3 +385,38 @@ def test_tls_from_config_and_url(parts: tuple[Scheduler, Events, Journal]) -> No
     )
     ctx = verified._ssl_context()
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED
+
+
+async def test_casts_are_applied_in_arrival_order(parts: tuple[Scheduler, Events, Journal]) -> None:
+    scheduler, _, journal = parts
+
+    class SlowFirst(Events):
+        async def update_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
+            await asyncio.sleep(0.05)
+            await super().update_instance_info(host_name, instance_uuids)
+
+    events = SlowFirst()
+    server = _server(scheduler, events, journal)
+    decl = server.topology.queues[2]
+    bodies = [
+        _body(
+            {
+                "method": "update_instance_info",
+                "version": "4.2",
+                "args": {"host_name": "cn-1", "instance_info": codec.encode_instance_list(["i"])},
+                "_unique_id": "c1",
+            }
+        ),
+        _body(
+            {
+                "method": "delete_instance_info",
+                "version": "4.2",
+                "args": {"host_name": "cn-1", "instance_uuid": "i"},
+                "_unique_id": "c2",
+            }
+        ),
+    ]
+    for body in bodies:
+        await server._on_message(decl, FakeMessage(journal, body))
+    await asyncio.gather(*server._tasks)
+    assert [name for name, _ in events.seen] == ["update_instance_info", "delete_instance_info"]
