@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aio_pika
 import oslo_messaging as messaging
 import pytest
 from oslo_config import cfg
@@ -185,6 +186,26 @@ async def test_unsupported_version_no_such_method_and_ping(
         with pytest.raises(ValueError, match="Malformed request"):
             await in_thread(pool, client.select_destinations, {"nova_object.name": "Bogus"}, ["u"])
         assert len(await in_thread(pool, client.select_destinations, spec, ["u"])) == 1
+
+
+async def test_garbage_on_the_queue_is_dropped_and_the_next_call_served(
+    amqp_url: str, vhost: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor
+) -> None:
+    server = RPCServer(make_config(amqp_url), RecordingScheduler(), RecordingEvents())
+    async with server:
+        conn = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:5672/{vhost}")
+        async with conn:
+            channel = await conn.channel()
+            exchange = await channel.get_exchange("nova")
+            for body in (b"\x00garbage", b"[]", b'{"oslo.version": "9.9", "oslo.message": "{}"}'):
+                await exchange.publish(aio_pika.Message(body), routing_key="scheduler")
+        assert (
+            len(await in_thread(pool, client.select_destinations, request_spec_primitive(), ["g"]))
+            == 1
+        )
+        assert server.stats["malformed"] == 3
+        queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
+    assert {q["name"]: q["messages"] for q in queues}["scheduler"] == 0  # rejected, not requeued
 
 
 def _start_worker(url: str, host: str) -> subprocess.Popen[str]:
