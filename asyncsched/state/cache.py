@@ -449,9 +449,13 @@ class HostStateCache:
         cell.host_insts.setdefault(host_name, set())
         if not known and len(instance_uuids) <= 1:
             self._spawn(self._reload_host_instances(cell, host_name))
+        touched = {host_name}
         for u in instance_uuids:
+            before = cell.inst_host.get(u)
+            if before is not None:
+                touched.add(before)
             self._move_instance(cell, u, host_name)
-        await self._reconcile_hosts(cell, {host_name})
+        await self._reconcile_hosts(cell, touched, confirm=False)
 
     async def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
         cell = self._cell_for_host(host_name)
@@ -464,7 +468,11 @@ class HostStateCache:
             self._move_instance(cell, instance_uuid, None)
         else:
             cell.host_insts.get(host_name, set()).discard(instance_uuid)
-        await self._reconcile_hosts(cell, {host_name})
+        # the instance is gone from the host: consumption we still assumed for it is too
+        for hs in self.get_by_host_node(host_name):
+            if instance_uuid in hs.assumed:
+                await self.release(hs, instance_uuid)
+        await self._reconcile_hosts(cell, {host_name}, confirm=False)
 
     async def sync_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
         """A mismatch (or an unknown host) re-reads the host's instances from its cell DB in
@@ -784,7 +792,7 @@ class HostStateCache:
         while True:
             rows = await cell.db.fetch(sql, last, INSTANCE_PAGE, *args)
             for r in rows:
-                deleted = r["deleted"] if "deleted" in r else 0
+                deleted = r.get("deleted", 0)
                 out[r["uuid"]] = None if deleted else r["host"]
             await asyncio.sleep(0)
             if len(rows) < INSTANCE_PAGE:
@@ -929,18 +937,30 @@ class HostStateCache:
         for u in list(cell.host_insts.get(host, set())):
             if u not in fresh:
                 self._move_instance(cell, u, None)
+        touched = {host}
         for u in fresh:
+            before = cell.inst_host.get(u)
+            if before is not None:
+                touched.add(before)
             self._move_instance(cell, u, host)
-        await self._reconcile_hosts(cell, {host})
+        await self._reconcile_hosts(cell, touched, confirm=False)
 
-    async def _reconcile_hosts(self, cell: _Cell, hosts: Iterable[str]) -> None:
+    async def _reconcile_hosts(
+        self, cell: _Cell, hosts: Iterable[str], *, confirm: bool = True
+    ) -> None:
         nodes: set[str] = set()
         for h in hosts:
             nodes |= cell.nodes_by_host.get(h, set())
-        await self._reconcile_nodes(cell, nodes)
+        await self._reconcile_nodes(cell, nodes, confirm=confirm)
 
-    async def _reconcile_nodes(self, cell: _Cell, uuids: Iterable[str]) -> None:
-        """Make the visible table match the cell's snapshots + services for these nodes."""
+    async def _reconcile_nodes(
+        self, cell: _Cell, uuids: Iterable[str], *, confirm: bool = True
+    ) -> None:
+        """Make the visible table match the cell's snapshots + services for these nodes.
+
+        ``confirm``: this follows a read of compute_nodes, so an assumed instance that is now
+        listed on its host is counted in the node's row and the assumption can go. Casts
+        pass False: a compute's instance list can arrive before we re-read its usage."""
         for i, uuid in enumerate(uuids):
             snap = cell.snaps.get(uuid)
             service = cell.services.get(snap.host) if snap is not None else None
@@ -973,7 +993,7 @@ class HostStateCache:
                 cell.table[uuid] = hs
                 self._by_uuid[uuid] = hs
                 self._by_host.setdefault(hs.host, {})[hs.nodename] = hs
-            await self._locked(hs, self._rebase_with, cell, snap, service)
+            await self._locked(hs, self._rebase_with, cell, snap, service, True, confirm)
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 
@@ -1005,7 +1025,9 @@ class HostStateCache:
         snap = cell.snaps.get(hs.uuid) if cell is not None else None
         if cell is None or snap is None:
             return False
-        self._rebase_with(hs, cell, snap, cell.services.get(hs.host, hs.service), touch=False)
+        self._rebase_with(
+            hs, cell, snap, cell.services.get(hs.host, hs.service), touch=False, confirm=False
+        )
         return True
 
     def _rebase_with(
@@ -1014,15 +1036,15 @@ class HostStateCache:
         cell: _Cell,
         snap: NodeSnapshot,
         service: ServiceInfo | None,
-        *,
         touch: bool = True,
+        confirm: bool = True,
     ) -> None:
         """DB snapshot + pending assumptions -> host fields (caller holds ``hs.lock``)."""
         base_insts = cell.host_insts.get(snap.host, set())
         now = self._clock()
         ttl = self._config.asyncsched.assumed_ttl
         for a in list(hs.assumed.values()):
-            if a.instance_uuid in base_insts:
+            if confirm and a.instance_uuid in base_insts:
                 del hs.assumed[a.instance_uuid]
                 self.metrics["assumptions_confirmed"] += 1
             elif now - a.created > ttl:
@@ -1073,7 +1095,7 @@ class HostStateCache:
 
     async def _reapply_all(self) -> None:
         for cell in list(self._cells.values()):
-            await self._reconcile_nodes(cell, list(cell.table))
+            await self._reconcile_nodes(cell, list(cell.table), confirm=False)
 
 
 def _apply_assumption(hs: HostState, a: Assumption) -> None:

@@ -620,3 +620,27 @@ async def test_reads_are_paged(seeded: dict[str, Any], monkeypatch: pytest.Monke
         await cache.refresh()
         assert all(h.free_ram_mb == 5 for h in cache.get_by_uuids(extra))
         assert p0.instances == set(insts)
+
+
+async def test_casts_do_not_confirm_but_delete_releases(seeded: dict[str, Any]) -> None:
+    """The compute's instance list can arrive before its usage is re-read: keep the
+    assumption until a DB pass; a deleted instance frees what we assumed for it."""
+    db: NovaDB = seeded["db"]
+    c1 = seeded["c1"]
+    async with HostStateCache(db.config(refresh_interval=3600)) as cache:
+        a = cache.get_by_uuid(seeded["c1a"])
+        assert a is not None
+        ram0 = a.free_ram_mb
+        await cache.consume(a, spec(2048, 1, 0), "built")
+        await cache.update_instance_info("c1-a", ["built"])
+        assert "built" in a.assumed and a.free_ram_mb == ram0 - 2048
+        await db.add_instance(c1, "c1-a", uuid="built")
+        await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=ram0 - 2048)
+        await cache.refresh()
+        assert a.assumed == {} and a.free_ram_mb == ram0 - 2048
+        assert cache.health()["assumptions_confirmed"] == 1
+
+        await cache.consume(a, spec(1024, 1, 0), "doomed")
+        await cache.delete_instance_info("c1-a", "doomed")
+        assert "doomed" not in a.assumed and "doomed" not in a.instances
+        assert a.free_ram_mb == ram0 - 2048
