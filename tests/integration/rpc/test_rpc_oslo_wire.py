@@ -208,6 +208,62 @@ async def test_garbage_on_the_queue_is_dropped_and_the_next_call_served(
     assert {q["name"]: q["messages"] for q in queues}["scheduler"] == 0  # rejected, not requeued
 
 
+async def test_reply_to_a_not_yet_existing_reply_queue_is_retried(
+    amqp_url: str, vhost: str
+) -> None:
+    """basic.return (no such reply queue) is retried as oslo does, then given up on."""
+    server = RPCServer(
+        make_config(amqp_url, kombu_missing_consumer_retry_timeout=3),
+        RecordingScheduler(),
+        RecordingEvents(),
+    )
+    reply_q = f"reply_{uuid.uuid4().hex}"
+
+    def call_body(msg_id: str) -> bytes:
+        inner = {
+            "method": "ping",
+            "namespace": "baseapi",
+            "version": "1.1",
+            "args": {"arg": msg_id},
+            "_msg_id": msg_id,
+            "_reply_q": reply_q,
+            "_unique_id": uuid.uuid4().hex,
+        }
+        return json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)}).encode()
+
+    async with server:
+        conn = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:5672/{vhost}")
+        async with conn:
+            channel = await conn.channel()
+            exchange = await channel.get_exchange("nova")
+            await exchange.publish(aio_pika.Message(call_body("late")), routing_key="scheduler")
+            await asyncio.sleep(1.0)  # the reply is being returned by the broker meanwhile
+            queue = await channel.declare_queue(reply_q, arguments={"x-expires": 60000})
+            message = await queue.get(timeout=10, fail=False)
+            for _ in range(50):
+                if message is not None:
+                    break
+                await asyncio.sleep(0.1)
+                message = await queue.get(fail=False)
+            assert message is not None
+            reply = json.loads(json.loads(message.body)["oslo.message"])
+            assert reply["result"] == {"service": "scheduler", "arg": "late"}
+            assert message.content_type == "application/json"
+            # A reply queue that never appears: given up after the retry window, acked anyway.
+            await queue.delete(if_unused=False, if_empty=False)
+            await exchange.publish(aio_pika.Message(call_body("never")), routing_key="scheduler")
+            async with asyncio.timeout(10):
+                while server.stats["replies_dropped"] < 1:  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)
+        for _ in range(20):  # the request is acked right after the reply is given up
+            queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
+            if {q["name"]: q["messages"] for q in queues}["scheduler"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"request left in the queue: {queues}")
+
+
 def _start_worker(url: str, host: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.rpc.fanout_worker", url, host],
