@@ -566,7 +566,12 @@ class RPCServer:
     async def _send_reply(
         self, address: wire.ReplyAddress, outcome: Outcome, request_id: str | None = None
     ) -> None:
-        body = wire.reply_body(address.msg_id, outcome.result, outcome.failure, ending=True)
+        try:
+            body = wire.reply_body(address.msg_id, outcome.result, outcome.failure, ending=True)
+        except (TypeError, ValueError, RecursionError):
+            LOG.exception("Reply of request_id=%s cannot be serialised", request_id)
+            failure = wire.internal_failure(request_id)
+            body = wire.reply_body(address.msg_id, None, failure, ending=True)
         if await self._publish(
             address.reply_q, body, retry=float(self._rabbit.kombu_missing_consumer_retry_timeout)
         ):

@@ -20,6 +20,7 @@ from asyncsched.exceptions import NoValidHost
 from asyncsched.logs import RequestIds, current_request_ids
 from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
+from asyncsched.rpc import wire
 from asyncsched.rpc.server import RPCServer
 from tests.unit.objects import nova_primitives as P
 
@@ -420,3 +421,26 @@ async def test_casts_are_applied_in_arrival_order(parts: tuple[Scheduler, Events
         await server._on_message(decl, FakeMessage(journal, body))
     await asyncio.gather(*server._tasks)
     assert [name for name, _ in events.seen] == ["update_instance_info", "delete_instance_info"]
+
+
+async def test_unserialisable_result_still_gets_a_reply(
+    parts: tuple[Scheduler, Events, Journal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result the encoder refuses (e.g. nested past the recursion limit) -> a failure reply."""
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal)
+    real = wire.reply_body
+
+    def picky(msg_id: str, result: Any, failure: str | None, ending: bool) -> bytes:
+        if result is not None:
+            raise RecursionError("maximum recursion depth exceeded while encoding")
+        return real(msg_id, result, failure, ending)
+
+    monkeypatch.setattr(wire, "reply_body", picky)
+    inner = _call("deep")
+    inner.update(method="ping", namespace="baseapi", version="1.1", args={"arg": 1})
+    await _deliver(server, journal, _body(inner))
+    (reply,) = _replies(journal)
+    assert reply["ending"] is True and reply["_msg_id"] == "m-deep"
+    assert json.loads(reply["failure"])["class"] == "RuntimeError"
+    assert journal.events[-1] == ("ack", None)
