@@ -9,10 +9,12 @@ always a typed error carrying the real cause instead of a silent ``None``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -157,6 +159,13 @@ class PlacementClient:
         self._rng = rng or random.Random()
         self._claim_backoff = claim_backoff  # nova sleeps uniform(0, 2 * attempt) between tries
         self._stats = _Stats()
+        # One claim at a time per provider from this process: the real Placement (16.0.0 on
+        # PostgreSQL) accepts two concurrent PUT /allocations on one provider even when only
+        # one fits (both 204, usage over capacity), so its generation check cannot be relied
+        # on for claims we overlap ourselves. Locks vanish when no claim holds them.
+        self._provider_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     @classmethod
     def from_config(
@@ -422,6 +431,34 @@ class PlacementClient:
         with the cause logged.
         """
         self._stats.claims += 1
+        providers = sorted((allocation_request.get("allocations") or {}).keys())
+        async with contextlib.AsyncExitStack() as held:
+            for rp in providers:  # sorted: two multi-provider claims never deadlock
+                lock = self._provider_locks.get(rp)
+                if lock is None:
+                    lock = self._provider_locks[rp] = asyncio.Lock()
+                await held.enter_async_context(lock)
+            return await self._claim_with_retries(
+                consumer_uuid,
+                allocation_request,
+                project_id=project_id,
+                user_id=user_id,
+                allocation_request_version=allocation_request_version,
+                may_have_allocations=may_have_allocations,
+                consumer_type=consumer_type,
+            )
+
+    async def _claim_with_retries(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str,
+        may_have_allocations: bool,
+        consumer_type: str,
+    ) -> bool:
         for attempt in range(CLAIM_ATTEMPTS):
             delay = self._rng.uniform(0, attempt * self._claim_backoff)
             if delay:
