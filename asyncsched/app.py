@@ -1,22 +1,199 @@
 """Assembly of the real daemon: which components ``asyncsched serve`` runs, in which order.
 
-The components (host-state cache, Placement client, scheduler, AMQP RPC server) are written in
-their own packages; the lead wires them here in start order: host state -> Placement -> AMQP
-consumers. Until then the service starts with what exists, so ``serve`` already shows the
-whole lifecycle (ready, watchdog, reload, drain) under systemd.
+Start order is the data flow read backwards from the wire, so nothing takes a message before
+what it needs is up:
+
+1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
+2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
+3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
+4. ``rpc``: :class:`RPCServer`, the AMQP consumers, calling 3 and feeding fanout casts to 1.
+
+The :class:`~asyncsched.service.Service` stops in reverse: the consumers stop taking messages
+first and their in-flight select_destinations calls still have the scheduler, Placement and
+the cache while they finish. The small adapters below give the library classes a component
+name and lifecycle without those packages knowing about the service shell.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
+from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.notify import SystemdNotifier
+from asyncsched.placement.client import PlacementClient
+from asyncsched.rpc.server import RPCServer
+from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service
+from asyncsched.state.cache import HostStateCache
+
+LOG = logging.getLogger(__name__)
+
+# How long ``start()`` keeps trying an unreachable Placement before start-up fails (systemd
+# then restarts us): long enough for a Placement restarting next to us, short enough that a
+# wrong endpoint shows up as a failed unit rather than an eternal "starting".
+PLACEMENT_START_BUDGET = 60.0
+PLACEMENT_RETRY_MAX = 5.0
+
+
+class PlacementComponent:
+    """Lifecycle of the shared :class:`PlacementClient`: start = reachable + version agreed."""
+
+    name = "placement"
+
+    def __init__(
+        self,
+        client: PlacementClient,
+        *,
+        start_budget: float = PLACEMENT_START_BUDGET,
+        retry_max: float = PLACEMENT_RETRY_MAX,
+    ) -> None:
+        self.client = client
+        self._budget = start_budget
+        self._retry_max = retry_max
+
+    async def start(self) -> None:
+        """Retry with backoff within the budget; a stop request cancels the wait."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._budget
+        delay = 0.25
+        while True:
+            try:
+                await self.client.start()
+                return
+            except (PlacementError, OSError, TimeoutError) as exc:
+                left = deadline - loop.time()
+                if left <= 0:
+                    await self.client.close()
+                    raise PlacementError(
+                        f"Placement at {self.client.endpoint} not usable after "
+                        f"{self._budget:g} s: {exc}"
+                    ) from exc
+                LOG.warning(
+                    "Placement at %s not usable yet (%s); retrying in %.1f s",
+                    self.client.endpoint,
+                    exc,
+                    min(delay, left),
+                )
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, self._retry_max)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def health(self) -> Mapping[str, Any]:
+        return self.client.health()
+
+
+class SchedulerComponent:
+    """The decision maker as a component: SIGHUP reaches it, health shows what it decided.
+
+    The manager holds no connections of its own (it uses the cache and the Placement client,
+    which are components before it), so start/close only log.
+    """
+
+    name = "scheduler"
+
+    def __init__(self, manager: SchedulerManager, cache: HostStateCache) -> None:
+        self.manager = manager
+        self._cache = cache
+
+    async def start(self) -> None:
+        engine = self.manager.engine
+        LOG.info(
+            "scheduler: driver %s; filters %s; weighers %s",
+            self.manager.config.asyncsched.driver,
+            [f.name for f in engine.filters],
+            [w.name for w in engine.weighers],
+        )
+
+    async def close(self) -> None:
+        return None
+
+    def reconfigure(self, config: Config) -> None:
+        """New filters/weighers/multipliers/subset size; a bad list keeps the old ones."""
+        self.manager.reconfigure(config)
+
+    def health(self) -> Mapping[str, Any]:
+        recent = self.manager.diagnostics.recent()
+        outcomes = Counter(s.outcome.split(":", 1)[0] for s in recent)
+        cache = self._cache.health()
+        last = recent[-1] if recent else None
+        return {
+            "driver": self.manager.config.asyncsched.driver,
+            "filters": [f.name for f in self.manager.engine.filters],
+            "weighers": [w.name for w in self.manager.engine.weighers],
+            "host_subset_size": self.manager.config.filter_scheduler.host_subset_size,
+            "hosts": cache.get("hosts", 0),
+            # Decisions are made from the cache: when a database is unreachable they go on
+            # from the last good state, and this says so.
+            "host_state_stale": bool(cache.get("stale", True)),
+            "recent_outcomes": dict(outcomes),
+            "last_request": None if last is None else last.line(),
+        }
+
+
+class RPCComponent:
+    """The AMQP consumers; drain = stop consuming, let in-flight calls reply."""
+
+    name = "rpc"
+
+    def __init__(self, server: RPCServer) -> None:
+        self.server = server
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (a budget, not a wait)
+        await self.server.drain(timeout)
+
+    async def close(self) -> None:
+        await self.server.close()
+
+    def health(self) -> Mapping[str, Any]:
+        return self.server.health()
+
+
+@dataclass(frozen=True, slots=True)
+class Daemon:
+    """The wired parts of one asyncsched process (tests and tools reach inside through it)."""
+
+    cache: HostStateCache
+    placement: PlacementClient
+    manager: SchedulerManager
+    rpc: RPCServer
+    components: tuple[Component, ...]
+
+
+def build_daemon(config: Config) -> Daemon:
+    """Construct (not start) every part; raises ConfigError for options no part can run with."""
+    if not config.api_database.connection:
+        raise ConfigError(
+            "[api_database] connection is required: cells, host mappings and aggregates "
+            "are read from the nova API database"
+        )
+    cache = HostStateCache(config)
+    placement = PlacementClient.from_config(config)
+    manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError
+    rpc = RPCServer(config, manager, cache)
+    components: tuple[Component, ...] = (
+        cache,
+        PlacementComponent(placement),
+        SchedulerComponent(manager, cache),
+        RPCComponent(rpc),
+    )
+    return Daemon(cache, placement, manager, rpc, components)
 
 
 def build_components(config: Config) -> list[Component]:
-    """The daemon's components in start order (none are wired yet: the lead adds them)."""
-    return []
+    """The daemon's components in start order: host state, Placement, scheduler, RPC."""
+    return list(build_daemon(config).components)
 
 
 def build_service(
