@@ -1,0 +1,101 @@
+"""The real stack for the end-to-end tests, one per test module.
+
+Real RabbitMQ (a throwaway vhost: the ``scheduler`` queue name is fixed by nova, so modules
+running side by side must not share one), real PostgreSQL (NovaDB: API + cell0 + 2 cells with
+nova's tables), the real Placement (openstack-placement under gunicorn) seeded with providers
+that match the compute nodes, and the real oslo.messaging RPCClient as nova-conductor uses it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+
+from tests.fixtures.nova_db import NovaDB
+from tests.fixtures.placement_server import PlacementServer
+from tests.integration.e2e.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
+
+
+def rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, timeout=60, check=True)
+
+
+@pytest.fixture(scope="module")
+def vhost() -> Iterator[str]:
+    name = f"asyncsched-e2e-{uuid.uuid4().hex[:12]}"
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        yield name
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def amqp_url(vhost: str) -> str:
+    return f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
+
+
+@pytest.fixture(scope="module")
+def placement() -> Iterator[PlacementServer]:
+    server = PlacementServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# The e2e cloud: 28 general hosts of varied sizes in AZ az1 (14 per cell); 4 small hosts in
+# az-cap that take exactly two 4 GiB instances each (8704 MB - 512 reserved); az-maint with a
+# disabled and a forced-down giant next to one small healthy host; one spare host in no
+# aggregate (default AZ) for the aggregate-cast test.
+GENERAL_SIZES = [(16, 65536), (32, 131072), (48, 196608), (64, 262144)]
+
+
+def cloud_plan() -> tuple[list[HostPlan], list[AggregatePlan]]:
+    hosts: list[HostPlan] = []
+    for cell in (0, 1):
+        for i in range(14):
+            vcpus, mem = GENERAL_SIZES[i % len(GENERAL_SIZES)]
+            hosts.append(
+                HostPlan(f"c{cell + 1}-{i:02d}", cell, vcpus, mem, 4000, aggregates=("az1",))
+            )
+    hosts += [HostPlan(f"cap-{i}", 1, 8, 8704, 1000, aggregates=("cap",)) for i in range(4)]
+    hosts += [
+        HostPlan("maint-ok", 0, 8, 16384, 500, aggregates=("maint",)),
+        HostPlan("maint-disabled", 0, 128, 1048576, 8000, aggregates=("maint",), disabled=True),
+        HostPlan("maint-down", 0, 128, 1048576, 8000, aggregates=("maint",), forced_down=True),
+        HostPlan("spare", 1, 16, 65536, 1000),
+    ]
+    aggs = [
+        AggregatePlan("az1", availability_zone="az1"),
+        AggregatePlan("cap", availability_zone="az-cap"),
+        AggregatePlan("maint", availability_zone="az-maint"),
+    ]
+    return hosts, aggs
+
+
+@dataclass(frozen=True, slots=True)
+class SeededStack:
+    db: NovaDB
+    placement: PlacementServer
+    cloud: Cloud
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def seeded(placement: PlacementServer) -> AsyncIterator[SeededStack]:
+    db = NovaDB(prefix="asyncsched_e2e")
+    try:
+        await db.create(n_cells=2)
+        hosts, aggs = cloud_plan()
+        async with placement.seeder() as seeder:
+            cloud = await seed_cloud(db, seeder, hosts, aggs)
+        yield SeededStack(db, placement, cloud)
+    finally:
+        await db.drop()
