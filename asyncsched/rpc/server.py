@@ -110,6 +110,8 @@ class RPCServer:
 
     async def start(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Connect, declare and consume. Waits for the first success (retrying brokers)."""
+        if self._stopping:
+            raise RuntimeError("RPCServer was closed; build a new one")
         if self._supervisor is not None:
             return
         self._supervisor = asyncio.create_task(self._run(), name="asyncsched-rpc-supervisor")
