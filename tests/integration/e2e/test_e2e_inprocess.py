@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,9 @@ from tests.fixtures.oslo_caller import (
     request_spec_primitive,
 )
 from tests.fixtures.placement_server import PlacementServer
+from tests.integration.e2e.checks import allocations, check_allocations, check_selections
 from tests.integration.e2e.cloud import (
     Cloud,
-    allocation_of,
     config_file_text,
     daemon_config,
     decode_reply,
@@ -134,63 +134,6 @@ async def expect_no_valid_host(stack: Stack, uuids: Sequence[str], **kw: Any) ->
     return info.value
 
 
-async def allocations(stack: Stack, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    async with stack.placement.seeder() as s:
-        uuids = list(uuids)
-        found = await asyncio.gather(*(s.allocations(u) for u in uuids))
-    return dict(zip(uuids, found, strict=True))
-
-
-def check_selections(
-    cloud: Cloud,
-    sels: list[list[Selection]],
-    uuids: Sequence[str],
-    eligible: Iterable[str],
-    *,
-    az: str,
-    max_attempts: int = 3,
-) -> None:
-    """Nova's contract for a boot: one list per instance, the claimed host first, then up to
-    max_attempts-1 alternates from its cell that no instance of the request was given."""
-    eligible = set(eligible)
-    assert len(sels) == len(uuids)
-    chosen = {s[0].service_host for s in sels}
-    for per_instance in sels:
-        first, alternates = per_instance[0], per_instance[1:]
-        seeded = cloud.hosts[first.service_host]
-        assert first.service_host in eligible
-        assert first.nodename == first.service_host
-        assert first.compute_node_uuid == seeded.uuid
-        assert first.cell_uuid == seeded.cell_uuid
-        assert first.availability_zone == az
-        assert allocation_of(first)["allocations"].keys() == {seeded.uuid}
-        assert first.allocation_request_version
-        same_cell_left = {h for h in eligible if cloud.hosts[h].cell_uuid == seeded.cell_uuid}
-        assert len(alternates) == min(max_attempts - 1, len(same_cell_left - chosen))
-        assert len({a.service_host for a in alternates}) == len(alternates)
-        for alt in alternates:
-            alt_host = cloud.hosts[alt.service_host]
-            assert alt.service_host in eligible and alt.service_host not in chosen
-            assert alt.cell_uuid == seeded.cell_uuid == alt_host.cell_uuid
-            assert alt.compute_node_uuid == alt_host.uuid
-            assert allocation_of(alt)["allocations"].keys() == {alt_host.uuid}
-
-
-async def check_allocations(
-    stack: Stack,
-    sels: list[list[Selection]],
-    uuids: Sequence[str],
-    resources: Mapping[str, int],
-) -> None:
-    """Exactly one allocation per instance, on the selected host's provider, right amounts;
-    alternates are not claimed."""
-    found = await allocations(stack, uuids)
-    for inst, per_instance in zip(uuids, sels, strict=True):
-        allocs = found[inst]["allocations"]
-        assert set(allocs) == {per_instance[0].compute_node_uuid}, (inst, allocs)
-        assert allocs[per_instance[0].compute_node_uuid]["resources"] == dict(resources)
-
-
 # --- boots through the real client ------------------------------------------------------------
 
 
@@ -199,7 +142,7 @@ async def test_boot_selections_and_claims(stack: Stack, count: int) -> None:
     uuids = new_uuids(count)
     sels = await boot_ok(stack, uuids)
     check_selections(stack.cloud, sels, uuids, AZ1, az="az1")
-    await check_allocations(stack, sels, uuids, SMALL)
+    await check_allocations(stack.placement, sels, uuids, SMALL)
     if count > 1:  # the RAM weigher sees each placement: a batch spreads, never piles up
         per_host: dict[str, int] = {}
         for s in sels:
@@ -215,13 +158,13 @@ async def test_capacity_respected_and_failed_batch_rolled_back(stack: Stack) -> 
 
     too_many = new_uuids(9)  # one more than fits: fails after 8 claims, all rolled back
     await expect_no_valid_host(stack, too_many, **kw)
-    found = await allocations(stack, too_many)
+    found = await allocations(stack.placement, too_many)
     assert all(a["allocations"] == {} for a in found.values()), found
 
     fits = new_uuids(8)
     sels = await boot_ok(stack, fits, **kw)
     check_selections(stack.cloud, sels, fits, cap_hosts, az="az-cap")
-    await check_allocations(stack, sels, fits, big)
+    await check_allocations(stack.placement, sels, fits, big)
     per_host: dict[str, int] = {}
     for s in sels:
         per_host[s[0].service_host] = per_host.get(s[0].service_host, 0) + 1
@@ -233,14 +176,14 @@ async def test_capacity_respected_and_failed_batch_rolled_back(stack: Stack) -> 
 
     one_more = new_uuids(1)
     await expect_no_valid_host(stack, one_more, **kw)
-    assert (await allocations(stack, one_more))[one_more[0]]["allocations"] == {}
+    assert (await allocations(stack.placement, one_more))[one_more[0]]["allocations"] == {}
 
 
 async def test_impossible_flavor_is_no_valid_host_with_no_allocations(stack: Stack) -> None:
     uuids = new_uuids(3)
     exc = await expect_no_valid_host(stack, uuids, memory_mb=10_000_000)
     assert "No valid host was found" in str(exc)
-    found = await allocations(stack, uuids)
+    found = await allocations(stack.placement, uuids)
     assert all(a["allocations"] == {} for a in found.values()), found
     # Without nova.exception on the caller side oslo hands back a RemoteError, as documented.
     with pytest.raises(oslo_messaging.RemoteError) as info:
@@ -273,7 +216,7 @@ async def test_anti_affinity_multi_create_lands_on_distinct_hosts(stack: Stack) 
     hosts = [s[0].service_host for s in sels]
     assert len(set(hosts)) == 6, hosts
     check_selections(stack.cloud, sels, uuids, AZ1, az="az1")
-    await check_allocations(stack, sels, uuids, SMALL)
+    await check_allocations(stack.placement, sels, uuids, SMALL)
 
 
 async def test_disabled_and_down_services_are_not_chosen(stack: Stack) -> None:
@@ -282,11 +225,11 @@ async def test_disabled_and_down_services_are_not_chosen(stack: Stack) -> None:
     first = new_uuids(1)
     sels = await boot_ok(stack, first, availability_zone="az-maint")
     assert [s.service_host for s in sels[0]] == ["maint-ok"]  # and no alternate in its cell
-    await check_allocations(stack, sels, first, SMALL)
+    await check_allocations(stack.placement, sels, first, SMALL)
     # Two 12 GB instances: maint-ok takes one, only the giants have room for the second.
     two = new_uuids(2)
     await expect_no_valid_host(stack, two, availability_zone="az-maint", memory_mb=12000)
-    assert all(a["allocations"] == {} for a in (await allocations(stack, two)).values())
+    assert all(a["allocations"] == {} for a in (await allocations(stack.placement, two)).values())
 
 
 async def wait_until(predicate: Any, what: str, within: float = 15.0) -> None:
@@ -329,7 +272,7 @@ async def test_fanout_aggregate_casts_change_decisions(stack: Stack) -> None:
     sels = await boot_ok(stack, after, **ssd)
     assert [[s.service_host for s in per] for per in sels] == [["spare"], ["spare"]]
     assert {per[0].availability_zone for per in sels} == {"az-ssd"}
-    await check_allocations(stack, sels, after, SMALL)
+    await check_allocations(stack.placement, sels, after, SMALL)
 
     # The AZ of the cast, through the pre-filter: nova-api also mirrors the aggregate into
     # Placement, so member_of finds the spare host's provider.
@@ -369,7 +312,7 @@ async def test_fanout_instance_info_casts_change_decisions(stack: Stack) -> None
     uuids = new_uuids(1)
     sels = await boot_ok(stack, uuids, **hint)
     assert sels[0][0].service_host == "c2-06"
-    await check_allocations(stack, sels, uuids, SMALL)
+    await check_allocations(stack.placement, sels, uuids, SMALL)
 
     await asyncio.to_thread(stack.client.delete_instance_info, "c2-06", vm)
     await wait_until(lambda: vm not in target.instances, "the delete cast")
@@ -392,7 +335,7 @@ async def test_sighup_reload_reaches_the_scheduler(stack: Stack) -> None:
         assert health["host_subset_size"] == 2
         uuids = new_uuids(1)
         sels = await boot_ok(stack, uuids, **hint)
-        await check_allocations(stack, sels, uuids, SMALL)
+        await check_allocations(stack.placement, sels, uuids, SMALL)
     finally:
         stack.config_path.write_text(original)
         assert await stack.service.reload()
@@ -414,7 +357,7 @@ async def test_cell_database_outage_schedules_from_cache_and_reports_stale(
         uuids = new_uuids(20)
         sels = await boot_ok(stack, uuids)
         check_selections(stack.cloud, sels, uuids, AZ1, az="az1")
-        await check_allocations(stack, sels, uuids, SMALL)
+        await check_allocations(stack.placement, sels, uuids, SMALL)
         assert any(s[0].cell_uuid == cell2.uuid for s in sels)  # its hosts still schedulable
     finally:
         await db.bring_cell_back(cell2)
@@ -438,4 +381,4 @@ async def test_dead_placement_fails_fast_with_no_valid_host(stack: Stack) -> Non
         stack.placement.respawn()
     uuids = new_uuids(1)
     sels = await boot_ok(stack, uuids)
-    await check_allocations(stack, sels, uuids, SMALL)
+    await check_allocations(stack.placement, sels, uuids, SMALL)

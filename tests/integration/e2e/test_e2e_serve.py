@@ -1,0 +1,253 @@
+"""End to end against the real ``python -m asyncsched serve --config-file F`` process.
+
+The daemon runs as systemd would run it (a real notify socket); nova-conductor's real
+oslo.messaging client calls it over RabbitMQ; host state comes from nova databases in
+PostgreSQL and claims go to the real Placement. Placement is reached through a loopback relay
+that can hold each response back, so a batch can be kept in flight while the test sends
+SIGTERM: the daemon must stop consuming, finish that batch, answer it and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from asyncsched.conf.options import PlacementOptions
+from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.integration.e2e.checks import check_allocations, check_selections
+from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
+from tests.integration.e2e.conftest import SeededStack
+from tests.unit.service.sdnotify_listener import NotifyListener
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+ROOT = Path(__file__).resolve().parents[3]
+SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
+AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
+
+
+class Relay:
+    """A TCP relay to Placement that can delay every response chunk by ``delay`` seconds and
+    tells when a GET /allocation_candidates passed (the daemon is then inside a call)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.delay = 0.0
+        self.candidates_seen = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[Any]] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        await asyncio.gather(*self._conns, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            self._conns.discard(task)
+            return
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if not down and b"/allocation_candidates" in data:
+                        self.candidates_seen.set()
+                    if down and self.delay:
+                        await asyncio.sleep(self.delay)
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        try:
+            await asyncio.gather(pump(reader, up_w, False), pump(up_r, writer, True))
+        finally:
+            self._conns.discard(task)
+
+
+class Daemon:
+    """``asyncsched serve`` in a subprocess with a notify socket, stderr kept in a file."""
+
+    def __init__(self, conf: Path, log: Path) -> None:
+        self.conf = conf
+        self.log = log
+        self.listener = NotifyListener()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.listener.close()
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def relay(seeded: SeededStack) -> AsyncIterator[Relay]:
+    r = Relay(seeded.placement.port)
+    await r.start()
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def serve(
+    seeded: SeededStack, relay: Relay, amqp_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Daemon]:
+    tmp = tmp_path_factory.mktemp("serve")
+    config = daemon_config(
+        transport_url=amqp_url,
+        api_url=seeded.db.api_url,
+        placement=replace(
+            PlacementOptions(),
+            auth_type="none",
+            endpoint_override=f"http://127.0.0.1:{relay.port}",
+            timeout=30.0,
+        ),
+        scheduler_host=f"e2e-serve-{uuid.uuid4().hex[:8]}",
+        refresh_interval=3600.0,
+        full_resync_interval=3600.0,
+        drain_timeout=60.0,
+        health_file=str(tmp / "health.json"),
+    )
+    conf = tmp / "asyncsched.conf"
+    conf.write_text(config_file_text(config))
+    daemon = Daemon(conf, tmp / "stderr.log")
+    daemon.start()
+    try:
+        ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
+        assert daemon.proc is not None and ready["MAINPID"] == str(daemon.proc.pid)
+        yield daemon
+    except BaseException:
+        print(daemon.stderr())
+        raise
+    finally:
+        daemon.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
+    c = OsloSchedulerClient(amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def spec(n: int) -> dict[str, Any]:
+    return request_spec_primitive(
+        num_instances=n,
+        memory_mb=2048,
+        vcpus=1,
+        root_gb=20,
+        group_policy=None,
+        availability_zone="az1",
+    )
+
+
+async def test_serve_health_file_reports_components_and_cache(serve: Daemon) -> None:
+    path = serve.conf.parent / "health.json"
+    health = None
+    for _ in range(100):  # written right after READY
+        health = await asyncio.to_thread(read_json, path)
+        if health is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert health is not None
+    comps = health["components"]
+    assert health["state"] == "running"
+    assert set(comps) == {"hoststate", "placement", "scheduler", "rpc"}
+    assert comps["hoststate"]["stale"] is False and comps["hoststate"]["hosts"] == 36
+    assert comps["scheduler"]["host_state_stale"] is False
+    assert comps["placement"]["max_version"]
+    assert comps["rpc"]["connected"] is True
+
+
+@pytest.mark.parametrize("count", [1, 10])
+async def test_serve_boots(
+    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient, count: int
+) -> None:
+    uuids = [str(uuid.uuid4()) for _ in range(count)]
+    reply = await asyncio.to_thread(client.select_destinations, spec(count), uuids)
+    sels = decode_reply(reply)
+    check_selections(seeded.cloud, sels, uuids, AZ1, az="az1")
+    await check_allocations(seeded.placement, sels, uuids, SMALL)
+
+
+async def test_sigterm_while_a_100_instance_batch_is_in_flight_still_answers_it(
+    serve: Daemon, seeded: SeededStack, relay: Relay, client: OsloSchedulerClient
+) -> None:
+    assert serve.proc is not None
+    uuids = [str(uuid.uuid4()) for _ in range(100)]
+    relay.candidates_seen.clear()
+    relay.delay = 0.1  # every Placement answer held back: the batch takes seconds
+    try:
+        call = asyncio.ensure_future(
+            asyncio.to_thread(client.select_destinations, spec(100), uuids)
+        )
+        await asyncio.wait_for(relay.candidates_seen.wait(), 60)
+        assert not call.done()
+        serve.proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(serve.listener.wait_for, "STOPPING", "1", 30.0)
+        reply = await call
+    finally:
+        relay.delay = 0.0
+    sels = decode_reply(reply)
+    check_selections(seeded.cloud, sels, uuids, AZ1, az="az1")
+    await check_allocations(seeded.placement, sels, uuids, SMALL)
+    code = await asyncio.to_thread(serve.proc.wait, 60)
+    err = serve.stderr()
+    assert code == 0, err
+    assert "Draining 1 in-flight RPC requests" in err
+    assert "Traceback" not in err
+    health = await asyncio.to_thread(read_json, serve.conf.parent / "health.json")
+    assert health is not None and health["state"] == "stopped"
