@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.nova_db import NovaDB
+from tests.fixtures.placement_server import PlacementServer
 from tests.unit.service.sdnotify_listener import NotifyListener
 
 pytestmark = pytest.mark.integration
@@ -18,15 +23,65 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "unit" / "conf" / "fixtures" / "nova.conf"
 
 
-def test_serve_speaks_the_notify_protocol_and_stops_cleanly(tmp_path: Path) -> None:
+@pytest.fixture
+def local_stack(tmp_path: Path) -> Iterator[str]:
+    """Overrides pointing the operator's nova.conf at a real local stack (the daemon is the
+    real one: it needs RabbitMQ, a nova API database and Placement to become READY)."""
+    vhost = f"asyncsched-serve-{uuid.uuid4().hex[:12]}"
+    ctl = ["rabbitmqctl", "-q"]
+    subprocess.run([*ctl, "add_vhost", vhost], check=True, capture_output=True, timeout=60)
+    placement = PlacementServer(workers=1)
+    db = NovaDB(prefix="asyncsched_serve")
+    loop = asyncio.new_event_loop()  # NovaDB's pools live on the loop that created them
+    try:
+        subprocess.run(
+            [*ctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        loop.run_until_complete(db.create(n_cells=1))
+        placement.start()
+        # The operator's third-party filter (available_filters = custom_filters.gpu.GpuFilter)
+        # is importable on their scheduler host; here too. AvailabilityZoneFilter left nova
+        # (the AZ is a Placement pre-filter now), so the override drops it from the list.
+        plugin = tmp_path / "plugins" / "custom_filters"
+        plugin.mkdir(parents=True)
+        (plugin / "__init__.py").write_text("")
+        (plugin / "gpu.py").write_text(
+            "from asyncsched.scheduling.filters.base import BaseHostFilter\n\n\n"
+            "class GpuFilter(BaseHostFilter):\n"
+            "    name = 'GpuFilter'\n\n"
+            "    def host_passes(self, host, spec):\n"
+            "        return None\n"
+        )
+        yield (
+            f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n"
+            f"[api_database]\nconnection = {db.api_url}\n"
+            f"[placement]\nauth_type = none\nendpoint_override = {placement.url}\n"
+            "[filter_scheduler]\nenabled_filters = ComputeFilter,ComputeCapabilitiesFilter,"
+            "ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,"
+            "AggregateInstanceExtraSpecsFilter,PciPassthroughFilter,NUMATopologyFilter,GpuFilter\n"
+        )
+    finally:
+        placement.stop()
+        loop.run_until_complete(db.drop())
+        loop.close()
+        subprocess.run([*ctl, "delete_vhost", vhost], capture_output=True, timeout=60)
+
+
+def test_serve_speaks_the_notify_protocol_and_stops_cleanly(
+    tmp_path: Path, local_stack: str
+) -> None:
     extra = tmp_path / "asyncsched.conf"
-    extra.write_text("[DEFAULT]\ndebug = true\n[asyncsched]\ndrain_timeout = 5\n")
+    extra.write_text(local_stack + "[DEFAULT]\ndebug = true\n[asyncsched]\ndrain_timeout = 5\n")
     with NotifyListener() as listener:
         env = dict(
             os.environ,
             NOTIFY_SOCKET=listener.address,
             WATCHDOG_USEC="200000",
             PYTHONUNBUFFERED="1",
+            PYTHONPATH=str(tmp_path / "plugins"),
         )
         cmd = [sys.executable, "-m", "asyncsched", "serve"]
         cmd += ["--config-file", str(FIXTURE), "--config-file", str(extra)]
