@@ -44,12 +44,12 @@ from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.state.host_state import HostState
+from asyncsched.state.host_state import HostState, PlacedNumaPci
 
 try:  # NUMA/PCI consumption (issue 7); absent in builds without it
-    from asyncsched.scheduling.numa.consume import consume_numa_pci
+    from asyncsched.scheduling.numa.consume import place_numa_pci
 except ImportError:  # pragma: no cover - depends on the build
-    consume_numa_pci = None  # type: ignore[assignment]
+    place_numa_pci = None  # type: ignore[assignment]
 
 LOG = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class HostCache(Protocol):
         *,
         numa_topology: HostNUMATopology | None = None,
         pci_pools: tuple[PciDevicePool, ...] | None = None,
+        placed: PlacedNumaPci | None = None,
     ) -> None: ...
     async def release(self, host: HostState, instance_uuid: str) -> None: ...
 
@@ -164,16 +165,15 @@ class _Request:
     async def consume(self, base: int, spec: RequestSpec, instance_uuid: str) -> None:
         host = self.hosts.states[base]
         async with host.lock:
-            topo: HostNUMATopology | None = None
-            pools: tuple[PciDevicePool, ...] | None = None
+            placed: PlacedNumaPci | None = None
             wants = spec.numa_topology is not None or (
                 spec.pci_requests is not None and spec.pci_requests.requests
             )
-            if wants and consume_numa_pci is not None:
+            if wants and place_numa_pci is not None:
                 alloc = self.hosts.cands[base][0] if self.hosts.cands[base] else None
                 limits = self.hosts.limits.get(base, {}).get("numa_topology")
                 try:
-                    topo, pools, _fitted = consume_numa_pci(
+                    placed = place_numa_pci(
                         host,
                         spec,
                         limits=limits if isinstance(limits, NUMATopologyLimits) else None,
@@ -182,9 +182,17 @@ class _Request:
                 except Exception:  # nova: consume errors are logged and swallowed
                     LOG.exception("NUMA/PCI consume failed on %s", host.nodename)
             try:
-                self.mgr.cache.consume_locked(
-                    host, spec, instance_uuid, numa_topology=topo, pci_pools=pools
-                )
+                if placed is None:
+                    self.mgr.cache.consume_locked(host, spec, instance_uuid)
+                else:  # kept as usage, re-applied over every refresh until confirmed
+                    self.mgr.cache.consume_locked(
+                        host,
+                        spec,
+                        instance_uuid,
+                        numa_topology=placed.numa_after,
+                        pci_pools=placed.pci_after,
+                        placed=placed,
+                    )
             except Exception:
                 LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
         self.consumed.append((host, instance_uuid))

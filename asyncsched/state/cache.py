@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -34,8 +34,9 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.scheduling.numa.consume import reapply_placed
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.host_state import Assumption, HostState, ServiceInfo
+from asyncsched.state.host_state import Assumption, HostState, PlacedNumaPci, ServiceInfo
 from asyncsched.state.rows import NodeSnapshot, node_snapshot, resolve_ratios, service_info
 
 LOG = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ class HostStateCache:
             "assumptions_confirmed": 0,
             "assumptions_expired": 0,
             "assumptions_released": 0,
+            "assumptions_refitted": 0,  # a re-apply found the pinning taken; fitted afresh
+            "assumptions_unfit": 0,  # a re-apply could not count (part of) NUMA/PCI usage
             "refresh_passes": 0,
             "full_resyncs": 0,
             "refresh_failures": 0,
@@ -300,6 +303,9 @@ class HostStateCache:
             "hosts": len(self._by_uuid),
             "aggregates": len(self._aggs),
             "assumed": sum(len(h.assumed) for h in self._by_uuid.values()),
+            "assumed_unfit": sum(
+                1 for h in self._by_uuid.values() for a in h.assumed.values() if a.conflict
+            ),
             **self.metrics,
         }
 
@@ -364,6 +370,7 @@ class HostStateCache:
         *,
         numa_topology: HostNUMATopology | None = None,
         pci_pools: tuple[PciDevicePool, ...] | None = None,
+        placed: PlacedNumaPci | None = None,
     ) -> None:
         """Apply one instance's consumption under ``host.lock`` and keep it as an assumption.
 
@@ -372,7 +379,12 @@ class HostStateCache:
         """
         async with host.lock:
             self.consume_locked(
-                host, spec, instance_uuid, numa_topology=numa_topology, pci_pools=pci_pools
+                host,
+                spec,
+                instance_uuid,
+                numa_topology=numa_topology,
+                pci_pools=pci_pools,
+                placed=placed,
             )
 
     def consume_locked(
@@ -383,25 +395,44 @@ class HostStateCache:
         *,
         numa_topology: HostNUMATopology | None = None,
         pci_pools: tuple[PciDevicePool, ...] | None = None,
+        placed: PlacedNumaPci | None = None,
     ) -> None:
-        """``consume`` for a caller already holding ``host.lock``; nova's arithmetic."""
+        """``consume`` for a caller already holding ``host.lock``; nova's arithmetic.
+
+        ``placed`` (from ``scheduling.numa.consume.place_numa_pci``, which already set the
+        host's NUMA topology and PCI pools) is the instance's NUMA/PCI usage: it is re-applied
+        over fresh DB values on every refresh and taken out on release. ``numa_topology`` /
+        ``pci_pools`` alone (legacy) are the host's values after the consume, put back as they
+        are on every refresh; ignored when ``placed`` is given.
+        """
         flavor = spec.flavor
+        if placed is not None and placed.empty:
+            placed = None
         a = Assumption(
             instance_uuid=instance_uuid,
             memory_mb=int(flavor.memory_mb),
             disk_mb=int(flavor.root_gb + flavor.ephemeral_gb) * 1024,
             vcpus=int(flavor.vcpus),
             created=self._clock(),
-            numa_topology=numa_topology,
-            pci_pools=pci_pools,
+            numa_topology=numa_topology if placed is None else None,
+            pci_pools=pci_pools if placed is None else None,
+            placed=placed,
         )
         prev = host.assumed.get(instance_uuid)
         host.assumed[instance_uuid] = a
         if prev is None:
             _apply_assumption(host, a)
+            if placed is not None:
+                if placed.numa_after is not None:
+                    host.numa_topology = placed.numa_after
+                if placed.pci_after is not None:
+                    host.pci_pools = placed.pci_after
+            else:
+                _apply_legacy(host, a)
         elif not self._rebase_host(host):  # the same instance again: count it once
             _unapply_assumption(host, prev)
             _apply_assumption(host, a)
+            self._rebuild_without_snapshot(host, also=prev)
         host.instances.add(instance_uuid)
         host.updated = _utcnow()
         host.touch()
@@ -412,14 +443,92 @@ class HostStateCache:
             self.release_locked(host, instance_uuid)
 
     def release_locked(self, host: HostState, instance_uuid: str) -> None:
+        """``release`` for a caller holding ``host.lock``: the host is recomputed without this
+        assumption (from its DB snapshot, else from the values before the oldest pending one),
+        so exactly its CPUs, pages and PCI devices come free."""
         a = host.assumed.pop(instance_uuid, None)
         if a is None:
             return
         self.metrics["assumptions_released"] += 1
         if not self._rebase_host(host):  # not in the table: undo the arithmetic by hand
             _unapply_assumption(host, a)
+            self._rebuild_without_snapshot(host, also=a)
             host.instances.discard(instance_uuid)
         host.touch()
+
+    def _rebuild_without_snapshot(self, hs: HostState, *, also: Assumption) -> None:
+        """NUMA/PCI of a host with no DB snapshot: the values before the oldest pending (or
+        just removed) assumption that carries them, plus the pending ones re-applied."""
+        chain = sorted([*hs.assumed.values(), also], key=lambda x: x.created)
+        for x in chain:
+            p = x.placed
+            if p is not None:
+                pools = p.pci_before if p.pci_before is not None else hs.pci_pools
+                self._rebuild_numa_pci(hs, p.numa_before, pools)
+                return
+        if also.placed is None and (also.numa_topology is not None or also.pci_pools is not None):
+            LOG.warning(
+                "host %s has no DB snapshot: NUMA/PCI values kept for released instance %s",
+                hs.nodename,
+                also.instance_uuid,
+            )
+
+    def _rebuild_numa_pci(
+        self,
+        hs: HostState,
+        topo: HostNUMATopology | None,
+        pools: tuple[PciDevicePool, ...],
+    ) -> None:
+        """``hs`` NUMA topology and PCI pools = base values + each pending assumption applied
+        in order (caller holds ``hs.lock``). Each assumption's ``numa_before``/``pci_before``
+        is kept equal to the values just before it in this chain."""
+        for a in sorted(hs.assumed.values(), key=lambda x: x.created):
+            p = a.placed
+            if p is None:  # legacy: the host values after that consume
+                if a.numa_topology is not None:
+                    topo = a.numa_topology
+                if a.pci_pools is not None:
+                    pools = a.pci_pools
+                continue
+            r = reapply_placed(p, topo, pools)
+            if r.refitted:
+                self.metrics["assumptions_refitted"] += 1
+                LOG.warning(
+                    "pinning of pending instance %s no longer fits %s; fitted it afresh",
+                    a.instance_uuid,
+                    hs.nodename,
+                )
+            if r.conflict != a.conflict:
+                if r.conflict is None:
+                    LOG.info(
+                        "pending NUMA/PCI usage of instance %s fits %s again",
+                        a.instance_uuid,
+                        hs.nodename,
+                    )
+                else:
+                    self.metrics["assumptions_unfit"] += 1
+                    LOG.warning(
+                        "pending NUMA/PCI usage of instance %s does not fit %s (%s);"
+                        " not counted until it does",
+                        a.instance_uuid,
+                        hs.nodename,
+                        r.conflict,
+                    )
+            if (
+                r.fitted is not p.fitted
+                or p.numa_before is not topo
+                or p.pci_before is not pools
+                or r.conflict != a.conflict
+            ):
+                a = replace(
+                    a,
+                    conflict=r.conflict,
+                    placed=replace(p, fitted=r.fitted, numa_before=topo, pci_before=pools),
+                )
+                hs.assumed[a.instance_uuid] = a
+            topo, pools = r.numa_topology, r.pci_pools
+        hs.numa_topology = topo
+        hs.pci_pools = pools
 
     # ---- HostStateEvents: the RPC casts ---------------------------------------------------
 
@@ -1079,8 +1188,6 @@ class HostStateCache:
         hs.cpu_info = snap.cpu_info
         hs.supported_instances = snap.supported_instances
         hs.metrics = snap.metrics
-        hs.numa_topology = snap.numa_topology
-        hs.pci_pools = snap.pci_pools
         hs.aggregates = self._host_aggs.get(snap.host, ())
         hs.service = service
         hs.instances = set(base_insts)
@@ -1088,7 +1195,10 @@ class HostStateCache:
             for a in sorted(hs.assumed.values(), key=lambda a: a.created):
                 _apply_assumption(hs, a)
                 hs.instances.add(a.instance_uuid)
+            self._rebuild_numa_pci(hs, snap.numa_topology, snap.pci_pools)
         else:
+            hs.numa_topology = snap.numa_topology
+            hs.pci_pools = snap.pci_pools
             hs.updated = snap.updated
         if touch:
             hs.touch()
@@ -1099,12 +1209,17 @@ class HostStateCache:
 
 
 def _apply_assumption(hs: HostState, a: Assumption) -> None:
-    """nova's consume_from_request arithmetic for one instance."""
+    """nova's consume_from_request arithmetic for one instance (scalars; NUMA/PCI are
+    rebuilt by ``_rebuild_numa_pci``)."""
     hs.free_ram_mb -= a.memory_mb
     hs.free_disk_mb -= a.disk_mb
     hs.vcpus_used += a.vcpus
     hs.num_instances += 1
     hs.num_io_ops += 1
+
+
+def _apply_legacy(hs: HostState, a: Assumption) -> None:
+    """A legacy assumption's host values after its consume."""
     if a.numa_topology is not None:
         hs.numa_topology = a.numa_topology
     if a.pci_pools is not None:
