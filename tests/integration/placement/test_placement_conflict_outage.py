@@ -34,24 +34,38 @@ async def test_provider_generation_conflicts_are_retried(racy_placement: Placeme
         rp = await s.compute_node("busy", vcpus=256)
     ar = {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 16}}}}
     claimed: list[str] = []
-    async with PlacementClient(racy_placement.options, claim_backoff=0.2) as client:
+    # One client never races itself on a provider (it claims one at a time per provider), so
+    # the racers are 8 clients, as 8 scheduler processes would be.
+    clients = [PlacementClient(racy_placement.options, claim_backoff=0.2) for _ in range(8)]
+    await asyncio.gather(*(c.start() for c in clients))
+    client = clients[0]
+    try:
+
+        def conflicts() -> int:
+            return sum(c.health()["claim_conflicts"] for c in clients)
+
         # Up to 5 rounds of 16 simultaneous claims on one provider; Placement reports real
-        # placement.concurrent_update conflicts that the client must retry to success.
+        # placement.concurrent_update conflicts that the clients must retry to success.
         for _ in range(5):
             consumers = [str(uuidlib.uuid4()) for _ in range(16)]
             results = await asyncio.gather(
-                *(client.claim(u, ar, project_id="p", user_id="u") for u in consumers)
+                *(
+                    clients[i % len(clients)].claim(u, ar, project_id="p", user_id="u")
+                    for i, u in enumerate(consumers)
+                )
             )
             claimed += consumers
             assert all(results)
-            if client.health()["claim_conflicts"]:
+            if conflicts():
                 break
-        assert client.health()["claim_conflicts"] > 0
+        assert conflicts() > 0
         async with racy_placement.seeder() as s:
             assert (await s.usages(rp))["VCPU"] == len(claimed)
         await client.rollback(claimed)
         async with racy_placement.seeder() as s:
             assert (await s.usages(rp))["VCPU"] == 0
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
 
 
 async def test_placement_killed_mid_test_gives_clear_errors_quickly() -> None:
