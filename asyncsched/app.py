@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
@@ -67,7 +69,7 @@ class PlacementComponent:
             try:
                 await self.client.start()
                 return
-            except (PlacementError, OSError, TimeoutError) as exc:
+            except (PlacementError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 left = deadline - loop.time()
                 if left <= 0:
                     await self.client.close()

@@ -1,0 +1,144 @@
+"""asyncsched.app: what ``serve`` runs, in which order, and what each adapter adds.
+
+Construction opens nothing (no connection is made before start()), so these run without peers;
+the end-to-end behaviour is in tests/integration/e2e/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+
+import pytest
+
+from asyncsched.app import (
+    PlacementComponent,
+    RPCComponent,
+    SchedulerComponent,
+    build_components,
+    build_daemon,
+)
+from asyncsched.conf.options import (
+    ApiDatabaseOptions,
+    Config,
+    FilterSchedulerOptions,
+    PlacementOptions,
+)
+from asyncsched.exceptions import ConfigError, PlacementError
+from asyncsched.placement.client import PlacementClient
+from asyncsched.service import Drainable, Reconfigurable, component_name
+from asyncsched.state.cache import HostStateCache
+
+API = ApiDatabaseOptions(connection="postgresql+psycopg2://root@127.0.0.1:5432/nova_api")
+
+
+def config(**filter_scheduler: object) -> Config:
+    return Config(
+        api_database=API,
+        placement=PlacementOptions(auth_type="none", endpoint_override="http://127.0.0.1:1"),
+        filter_scheduler=dataclasses.replace(FilterSchedulerOptions(), **filter_scheduler),
+    )
+
+
+def test_components_in_start_order_and_roles() -> None:
+    daemon = build_daemon(config())
+    comps = list(daemon.components)
+    assert [component_name(c) for c in comps] == ["hoststate", "placement", "scheduler", "rpc"]
+    assert comps[0] is daemon.cache
+    assert isinstance(comps[1], PlacementComponent) and comps[1].client is daemon.placement
+    assert isinstance(comps[2], SchedulerComponent) and comps[2].manager is daemon.manager
+    assert isinstance(comps[3], RPCComponent) and comps[3].server is daemon.rpc
+    # The scheduler decides over the cache and claims through the same Placement client.
+    assert daemon.manager.cache is daemon.cache and daemon.manager.placement is daemon.placement
+    # Only the consumers drain (stopped first, in reverse order); SIGHUP reaches the cache and
+    # the scheduler.
+    assert [component_name(c) for c in comps if isinstance(c, Drainable)] == ["rpc"]
+    assert {component_name(c) for c in comps if isinstance(c, Reconfigurable)} == {
+        "hoststate",
+        "scheduler",
+    }
+    assert [component_name(c) for c in build_components(config())] == [
+        "hoststate",
+        "placement",
+        "scheduler",
+        "rpc",
+    ]
+
+
+def test_missing_api_database_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"\[api_database\] connection"):
+        build_daemon(Config())
+
+
+def test_unknown_filter_is_a_config_error_at_construction() -> None:
+    with pytest.raises(ConfigError, match="NoSuchFilter"):
+        build_daemon(config(enabled_filters=("ComputeFilter", "NoSuchFilter")))
+
+
+def test_scheduler_reconfigure_applies_and_a_bad_list_keeps_the_old() -> None:
+    daemon = build_daemon(config())
+    sched = daemon.components[2]
+    assert isinstance(sched, SchedulerComponent)
+    sched.reconfigure(config(enabled_filters=("AllHostsFilter",), host_subset_size=3))
+    health = sched.health()
+    assert health["filters"] == ["AllHostsFilter"] and health["host_subset_size"] == 3
+    with pytest.raises(ConfigError):
+        sched.reconfigure(config(enabled_filters=("NoSuchFilter",)))
+    assert sched.health()["filters"] == ["AllHostsFilter"]
+
+
+def test_scheduler_health_reports_cache_staleness_before_any_load() -> None:
+    daemon = build_daemon(config())
+    health = SchedulerComponent(daemon.manager, daemon.cache).health()
+    assert health["host_state_stale"] is True  # nothing loaded yet: stale, not "fine"
+    assert health["driver"] == "filter_scheduler"
+    assert health["recent_outcomes"] == {} and health["last_request"] is None
+    assert isinstance(daemon.cache, HostStateCache)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_placement_start_retries_then_fails_with_a_clear_error() -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    client = PlacementClient(PlacementOptions(auth_type="none", endpoint_override=url))
+    comp = PlacementComponent(client, start_budget=0.6, retry_max=0.1)
+    with pytest.raises(PlacementError, match=r"not usable after 0\.6 s"):
+        await comp.start()
+    assert comp.health()["errors"] >= 2  # it did retry
+
+
+async def test_placement_start_waits_for_a_placement_that_comes_up() -> None:
+    """Placement starting next to us: the component keeps trying until it answers."""
+    port = closed_port()
+    client = PlacementClient(
+        PlacementOptions(auth_type="none", endpoint_override=f"http://127.0.0.1:{port}")
+    )
+    comp = PlacementComponent(client, start_budget=10.0, retry_max=0.1)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = b'{"versions": [{"id": "v1.0", "max_version": "1.39", "min_version": "1.0"}]}'
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    starting = asyncio.ensure_future(comp.start())
+    await asyncio.sleep(0.3)
+    assert not starting.done()
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        await asyncio.wait_for(starting, 10)
+        assert comp.health()["max_version"] == "1.39"
+    finally:
+        await comp.close()
+        server.close()
+        await server.wait_closed()
