@@ -28,16 +28,21 @@ from asyncsched.objects.models import (
     InstancePCIRequest,
     InstancePCIRequests,
     NUMATopologyLimits,
+    RequestContext,
     RequestSpec,
 )
+from asyncsched.placement.client import PlacementClient
+from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.scheduling.numa import numa_usage_from_instance
 from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.fixtures.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
+from tests.fixtures.placement_server import PlacementServer, placement_server
 from tests.unit.numa.numa_data import dedicated_cell, guest, pci_request
 
 pytestmark = pytest.mark.integration
+__all__ = ["placement_server"]  # the module-scoped real Placement fixture
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 MIB_2 = 2048  # KiB
@@ -369,3 +374,58 @@ async def test_reapply_that_no_longer_fits(env: dict[str, Any]) -> None:
         assert hs.numa_topology == with_usage(base, hs.assumed["inst-a"].placed)  # type: ignore[arg-type]
         await cache.release(hs, "inst-a")
         assert hs.numa_topology == base
+
+
+async def test_scheduler_pins_survive_refresh_with_real_placement(
+    env: dict[str, Any], placement_server: PlacementServer
+) -> None:
+    """The whole path: SchedulerManager over this cache and the real Placement places two
+    pinned instances on the host; a refresh with a changed DB row keeps both pinnings."""
+    db: NovaDB = env["db"]
+    base: HostNUMATopology = env["base"]
+    cfg = db.config(refresh_interval=3600)
+    cfg = replace(
+        cfg,
+        placement=placement_server.options,
+        filter_scheduler=replace(
+            cfg.filter_scheduler, enabled_filters=("ComputeFilter", "NUMATopologyFilter")
+        ),
+    )
+    async with placement_server.seeder() as seed:
+        await seed.compute_node(env["host"], uuid=env["node"], vcpus=8, pcpus=8, memory_mb=131072)
+    spec = replace(
+        pinned_spec(),
+        flavor=Flavor(
+            memory_mb=512,
+            vcpus=2,
+            root_gb=1,
+            extra_specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2048"},
+        ),
+        project_id="p",
+        user_id="u",
+        num_instances=2,
+    )
+    insts = [str(uuid.uuid4()) for _ in range(2)]
+    async with (
+        HostStateCache(cfg) as cache,
+        PlacementClient(placement_server.options, claim_backoff=0.05) as placement,
+    ):
+        mgr = SchedulerManager(cfg, cache, placement)
+        rows = await mgr.select_destinations(RequestContext(), spec, insts, True, True)
+        assert [r[0].compute_node_uuid for r in rows] == [env["node"], env["node"]]
+        hs = cache.get_by_uuid(env["node"])
+        assert hs is not None and set(hs.assumed) == set(insts)
+        placed = [hs.assumed[u].placed for u in insts]
+        assert all(p is not None and p.fitted is not None for p in placed)
+        expected = with_usage(base, *placed)  # type: ignore[arg-type]
+        assert hs.numa_topology == expected
+        assert sum(len(c) for c in pinned(hs).values()) == 4
+
+        ram0 = hs.free_ram_mb + 1024
+        await db.update_compute_node(
+            env["cell"], env["node"], memory_mb_used=2560, free_ram_mb=ram0 - 2048
+        )
+        await cache.refresh()
+        assert hs.free_ram_mb == ram0 - 2048 - 1024
+        assert hs.numa_topology == expected
+        assert cache.health()["assumed_unfit"] == 0
