@@ -11,7 +11,10 @@ or ``[asyncsched] assumed_ttl`` passes. So a host's numbers are always
 
     DB snapshot  +  the assumptions still pending on it
 
-which makes refresh, release and expiry the same operation (``_rebase``).
+which makes refresh, release and expiry the same operation (``_rebase``). For NUMA and PCI
+the assumption holds what was placed (fitted guest topology, PCI requests, provider mapping),
+re-applied in order over the fresh DB topology and pools; one that no longer fits is fitted
+afresh or left out, logged and counted in ``health()`` (``assumed_unfit``).
 
 Each cell and the API database refresh in their own task: a slow or dead database only makes
 its own part stale (visible in ``health()``), never blocks the others or any read.
@@ -408,6 +411,9 @@ class HostStateCache:
         flavor = spec.flavor
         if placed is not None and placed.empty:
             placed = None
+        after = placed
+        if placed is not None:  # the "after" values go stale at the next rebuild: not kept
+            placed = replace(placed, numa_after=None, pci_after=None)
         a = Assumption(
             instance_uuid=instance_uuid,
             memory_mb=int(flavor.memory_mb),
@@ -422,11 +428,11 @@ class HostStateCache:
         host.assumed[instance_uuid] = a
         if prev is None:
             _apply_assumption(host, a)
-            if placed is not None:
-                if placed.numa_after is not None:
-                    host.numa_topology = placed.numa_after
-                if placed.pci_after is not None:
-                    host.pci_pools = placed.pci_after
+            if after is not None:
+                if after.numa_after is not None:
+                    host.numa_topology = after.numa_after
+                if after.pci_after is not None:
+                    host.pci_pools = after.pci_after
             else:
                 _apply_legacy(host, a)
         elif not self._rebase_host(host):  # the same instance again: count it once

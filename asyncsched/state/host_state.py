@@ -59,7 +59,9 @@ class PlacedNumaPci:
     limits: NUMATopologyLimits | None = None
     numa_before: HostNUMATopology | None = None
     pci_before: tuple[PciDevicePool, ...] | None = None
-    numa_after: HostNUMATopology | None = None  # host values right after this consume
+    # The host values right after this consume (None: that part unchanged); what
+    # ``place_numa_pci`` returns carries them, the cache's assumptions do not.
+    numa_after: HostNUMATopology | None = None
     pci_after: tuple[PciDevicePool, ...] | None = None
 
     @property
