@@ -49,6 +49,7 @@ class FakeCache:
         *,
         numa_topology: HostNUMATopology | None = None,
         pci_pools: tuple[PciDevicePool, ...] | None = None,
+        placed: object | None = None,
     ) -> None:
         f = spec.flavor
         host.free_ram_mb -= f.memory_mb
