@@ -24,8 +24,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from asyncsched.conf.options import PlacementOptions
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
+from tests.fixtures.oslo_caller import (
+    OsloSchedulerClient,
+    fake_nova_exception,
+    request_spec_primitive,
+)
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
 from tests.integration.e2e.conftest import SeededStack
@@ -147,6 +151,7 @@ async def serve(
             timeout=30.0,
         ),
         scheduler_host=f"e2e-serve-{uuid.uuid4().hex[:8]}",
+        enabled_filters=(*FilterSchedulerOptions().enabled_filters, "SameHostFilter"),
         refresh_interval=3600.0,
         full_resync_interval=3600.0,
         drain_timeout=60.0,
@@ -183,7 +188,7 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def spec(n: int) -> dict[str, Any]:
+def spec(n: int, **kw: Any) -> dict[str, Any]:
     return request_spec_primitive(
         num_instances=n,
         memory_mb=2048,
@@ -191,6 +196,7 @@ def spec(n: int) -> dict[str, Any]:
         root_gb=20,
         group_policy=None,
         availability_zone="az1",
+        **kw,
     )
 
 
@@ -221,6 +227,30 @@ async def test_serve_boots(
     sels = decode_reply(reply)
     check_selections(seeded.cloud, sels, uuids, AZ1, az="az1")
     await check_allocations(seeded.placement, sels, uuids, SMALL)
+
+
+async def test_sighup_reloads_the_filters_of_the_running_daemon(
+    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient
+) -> None:
+    """systemctl reload: the config file loses SameHostFilter, SIGHUP, and a request that
+    filter refused is scheduled by the same process."""
+    assert serve.proc is not None
+    same_host = spec(1, hints={"same_host": [str(uuid.uuid4())]})  # an instance nowhere
+    with fake_nova_exception() as nova_exc:
+        with pytest.raises(nova_exc.NoValidHost):
+            await asyncio.to_thread(client.select_destinations, same_host, [str(uuid.uuid4())])
+    text = serve.conf.read_text()
+    assert ",SameHostFilter" in text
+    serve.conf.write_text(text.replace(",SameHostFilter", ""))
+    serve.proc.send_signal(signal.SIGHUP)
+    await asyncio.to_thread(serve.listener.wait_for, "RELOADING", "1", 30.0)
+    await asyncio.to_thread(serve.listener.wait_for, "READY", "1", 30.0)
+    uuids = [str(uuid.uuid4())]
+    sels = decode_reply(await asyncio.to_thread(client.select_destinations, same_host, uuids))
+    check_selections(seeded.cloud, sels, uuids, AZ1, az="az1")
+    await check_allocations(seeded.placement, sels, uuids, SMALL)
+    assert serve.proc.poll() is None
+    assert "configuration reloaded: [filter_scheduler] enabled_filters" in serve.stderr()
 
 
 async def test_sigterm_while_a_100_instance_batch_is_in_flight_still_answers_it(
