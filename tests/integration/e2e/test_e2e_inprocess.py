@@ -38,7 +38,7 @@ from tests.integration.e2e.cloud import (
     daemon_config,
     decode_reply,
 )
-from tests.integration.e2e.conftest import SeededStack
+from tests.integration.e2e.conftest import SeededStack, rabbitmqctl
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -382,3 +382,47 @@ async def test_dead_placement_fails_fast_with_no_valid_host(stack: Stack) -> Non
     uuids = new_uuids(1)
     sels = await boot_ok(stack, uuids)
     await check_allocations(stack.placement, sels, uuids, SMALL)
+
+
+async def test_chance_driver_end_to_end(stack: Stack) -> None:
+    """[asyncsched] driver = chance: random up hosts, still claimed in Placement, through the
+    same wiring and the real client (its own vhost, so the main daemon does not answer)."""
+    vhost = f"asyncsched-e2e-chance-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(rabbitmqctl, "add_vhost", vhost)
+    url = f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
+    service: Service | None = None
+    client: OsloSchedulerClient | None = None
+    try:
+        await asyncio.to_thread(
+            rabbitmqctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"
+        )
+        config = daemon_config(
+            transport_url=url,
+            api_url=stack.seeded.db.api_url,
+            placement=stack.placement.options,
+            scheduler_host="e2e-chance",
+            driver="chance",
+        )
+        daemon = build_daemon(config)
+        service = Service(config, daemon.components)
+        await service.start()
+        client = OsloSchedulerClient(url, timeout=60.0)
+        uuids = new_uuids(8)
+        sels = decode_reply(
+            await asyncio.to_thread(client.select_destinations, spec_primitive(8), uuids)
+        )
+        assert service.health()["components"]["scheduler"]["driver"] == "chance"
+        for per_instance in sels:
+            for sel in per_instance:
+                seeded = stack.cloud.hosts[sel.service_host]
+                assert sel.service_host not in ("maint-disabled", "maint-down")
+                assert sel.compute_node_uuid == seeded.uuid
+                assert sel.cell_uuid == seeded.cell_uuid == per_instance[0].cell_uuid
+            assert len(per_instance) <= 3
+        await check_allocations(stack.placement, sels, uuids, SMALL)
+    finally:
+        if client is not None:
+            client.close()
+        if service is not None:
+            await service.stop()
+        await asyncio.to_thread(rabbitmqctl, "delete_vhost", vhost)
