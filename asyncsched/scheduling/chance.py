@@ -17,10 +17,11 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import NoValidHost, PlacementError
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.placement.query import build_resource_request
+from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState
 
 if TYPE_CHECKING:
-    from asyncsched.scheduling.manager import HostCache, Placement
+    from asyncsched.scheduling.interfaces import HostCache, Placement
 
 LOG = logging.getLogger(__name__)
 
@@ -86,8 +87,6 @@ class ChanceScheduler:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        from asyncsched.scheduling.manager import NOT_ENOUGH, make_selection
-
         return_alternates = return_alternates and return_objects
         hosts = self._up_hosts(spec)
         claims = instance_uuids is not None and not spec.is_rebuild

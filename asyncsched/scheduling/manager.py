@@ -12,13 +12,12 @@ rolls back every claim of the request before NoValidHost is raised.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import uuid as uuidlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
@@ -27,104 +26,26 @@ from asyncsched.exceptions import (
     NoValidHost,
     PlacementError,
 )
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import (
-    Aggregate,
-    CellMapping,
     NUMATopologyLimits,
     RequestContext,
     RequestSpec,
-    SchedulerLimits,
     Selection,
 )
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
 from asyncsched.placement.prefilters import run_prefilters
-from asyncsched.placement.query import ResourceRequest, build_resource_request
+from asyncsched.placement.query import build_resource_request
+from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
+from asyncsched.scheduling.numa.consume import place_numa_pci
+from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 
-try:  # NUMA/PCI consumption (issue 7); absent in builds without it
-    from asyncsched.scheduling.numa.consume import place_numa_pci
-except ImportError:  # pragma: no cover - depends on the build
-    place_numa_pci = None  # type: ignore[assignment]
-
 LOG = logging.getLogger(__name__)
-
-NOT_ENOUGH = "There are not enough hosts available."
-
-
-class HostCache(Protocol):
-    """The parts of asyncsched.state.cache.HostStateCache the scheduler uses."""
-
-    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]: ...
-    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]: ...
-    def all_hosts(self) -> list[HostState]: ...
-    def cells(self) -> list[CellMapping]: ...
-    def aggregates(self) -> list[Aggregate]: ...
-    def consume_locked(
-        self,
-        host: HostState,
-        spec: RequestSpec,
-        instance_uuid: str,
-        *,
-        numa_topology: HostNUMATopology | None = None,
-        pci_pools: tuple[PciDevicePool, ...] | None = None,
-        placed: PlacedNumaPci | None = None,
-    ) -> None: ...
-    async def release(self, host: HostState, instance_uuid: str) -> None: ...
-
-
-class Placement(Protocol):
-    """The parts of asyncsched.placement.client.PlacementClient the scheduler uses."""
-
-    async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
-    async def claim(
-        self,
-        consumer_uuid: str,
-        allocation_request: Mapping[str, Any],
-        *,
-        project_id: str,
-        user_id: str,
-        allocation_request_version: str = ...,
-        may_have_allocations: bool = ...,
-    ) -> bool: ...
-    async def rollback(self, consumer_uuids: Iterable[str]) -> None: ...
-
-
-def availability_zone(host: HostState, config: Config) -> str:
-    """The host's AZ from aggregate metadata, else ``[DEFAULT] default_availability_zone``."""
-    for agg in host.aggregates:
-        az = agg.metadata.get("availability_zone")
-        if az and az.split(",")[0].strip():
-            return az.split(",")[0].strip()
-    return config.default.default_availability_zone
-
-
-def make_selection(
-    host: HostState,
-    config: Config,
-    *,
-    allocation_request: Mapping[str, Any] | None,
-    version: str | None,
-    limits: Mapping[str, Any] | None = None,
-) -> Selection:
-    """Selection.from_host_state: allocation_request as a JSON string ("null" when none)."""
-    numa = (limits or {}).get("numa_topology")
-    return Selection(
-        compute_node_uuid=host.uuid,
-        service_host=host.host,
-        nodename=host.nodename,
-        cell_uuid=host.cell_uuid,
-        limits=SchedulerLimits(
-            numa_topology=numa if isinstance(numa, NUMATopologyLimits) else None
-        ),
-        allocation_request=json.dumps(allocation_request),
-        allocation_request_version=version,
-        availability_zone=availability_zone(host, config),
-    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -254,6 +175,7 @@ class SchedulerManager:
         self.config = config
         self._requests = 0
         self.engine = self._build(config)
+        self._chance = self._build_chance(config)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -273,11 +195,18 @@ class SchedulerManager:
             rng=self.rng,
         )
 
+    def _build_chance(self, config: Config) -> ChanceScheduler | None:
+        """The chance driver when ``[asyncsched] driver = chance``, else None."""
+        if config.asyncsched.driver != "chance":
+            return None
+        return ChanceScheduler(config, self.cache, self.placement, rng=self.rng, clock=self.clock)
+
     def reconfigure(self, config: Config) -> None:
         """SIGHUP: new filter/weigher instances and multipliers; on ConfigError the old stay."""
         engine = self._build(config)  # raises ConfigError before anything changes
         self.config = config
         self.engine = engine
+        self._chance = self._build_chance(config)
         LOG.info(
             "scheduler reconfigured: filters %s; weighers %s",
             [f.name for f in engine.filters],
@@ -294,12 +223,10 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        if self.config.asyncsched.driver == "chance":
-            from asyncsched.scheduling.chance import ChanceScheduler
-
-            return await ChanceScheduler(
-                self.config, self.cache, self.placement, rng=self.rng, clock=self.clock
-            ).select_destinations(ctx, spec, instance_uuids, return_objects, return_alternates)
+        if self._chance is not None:
+            return await self._chance.select_destinations(
+                ctx, spec, instance_uuids, return_objects, return_alternates
+            )
         engine = self.engine
         self._requests += 1
         if self._requests % 1000 == 0:  # drop column rows of hosts that left the cache

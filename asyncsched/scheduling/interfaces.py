@@ -1,0 +1,53 @@
+"""What the scheduler needs from the host-state cache and the Placement client.
+
+Protocols rather than the concrete classes, so the decision code can be tested over small fakes
+and the chance driver and the filter scheduler share one contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.state.host_state import HostState, PlacedNumaPci
+
+
+class HostCache(Protocol):
+    """The parts of asyncsched.state.cache.HostStateCache the scheduler uses."""
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]: ...
+    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]: ...
+    def all_hosts(self) -> list[HostState]: ...
+    def cells(self) -> list[CellMapping]: ...
+    def aggregates(self) -> list[Aggregate]: ...
+    def consume_locked(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        numa_topology: HostNUMATopology | None = None,
+        pci_pools: tuple[PciDevicePool, ...] | None = None,
+        placed: PlacedNumaPci | None = None,
+    ) -> None: ...
+    async def release(self, host: HostState, instance_uuid: str) -> None: ...
+
+
+class Placement(Protocol):
+    """The parts of asyncsched.placement.client.PlacementClient the scheduler uses."""
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = ...,
+        may_have_allocations: bool = ...,
+    ) -> bool: ...
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None: ...
