@@ -10,6 +10,7 @@ path; this per-host method is the semantic reference and what third-party filter
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -77,3 +78,49 @@ class BaseHostFilter:
         """A reason code (or None) per host; override to hoist per-request work out of the loop."""
         passes = self.state_passes
         return [passes(s, spec) for s in states]
+
+
+class JudgedHostFilter(BaseHostFilter):
+    """A filter whose verdict carries a human-readable detail (NUMA, PCI).
+
+    ``host_passes`` prunes the host's allocation candidates, logs the detail at DEBUG (nova
+    collapses these into one message; operators need the real cause) and turns a bug or odd
+    host data into ``"<reason_prefix>:internal-error"`` for that host instead of failing the
+    request. ``diagnose`` gives the same verdict without pruning.
+    """
+
+    reason_prefix: ClassVar[str] = ""
+
+    def judge(
+        self, host: HostCandidate, spec: RequestSpec, *, prune: bool
+    ) -> tuple[str | None, str]:
+        """(reason code or None, detail); prune the candidates that do not fit when ``prune``."""
+        raise NotImplementedError
+
+    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
+        log = logging.getLogger(type(self).__module__)  # per-filter logger, as operators expect
+        try:
+            code, detail = self.judge(host, spec, prune=True)
+        except Exception:  # a bug or odd data must cost one host, never the request
+            log.exception(
+                "%s check of %s failed for instance %s",
+                self.name,
+                host.state.nodename,
+                spec.instance_uuid,
+            )
+            return f"{self.reason_prefix}:internal-error"
+        if code is not None:
+            log.debug(
+                "%s (%s) fails %s for instance %s: %s (%s)",
+                host.state.host,
+                host.state.nodename,
+                self.name,
+                spec.instance_uuid,
+                code,
+                detail,
+            )
+        return code
+
+    def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
+        """(reason code, human-readable reason) without pruning ``host``'s candidates."""
+        return self.judge(host, spec, prune=False)

@@ -13,16 +13,13 @@ sentence per host cell that nova never tells operators.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from asyncsched.objects.models import InstancePCIRequest, NUMATopologyLimits, RequestSpec
-from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
 from asyncsched.scheduling.numa.fit import FitResult, numa_fit_instance_to_host
 from asyncsched.scheduling.pci.stats import candidate_pci_key
-
-LOG = logging.getLogger(__name__)
 
 
 def _wants_dedicated_require(spec: RequestSpec) -> bool:
@@ -37,39 +34,17 @@ def _pci_requests(spec: RequestSpec) -> Sequence[InstancePCIRequest]:
     return spec.pci_requests.requests if spec.pci_requests is not None else ()
 
 
-class NUMATopologyFilter(BaseHostFilter):
+class NUMATopologyFilter(JudgedHostFilter):
     """Filter on the requested NUMA topology, pinning, page sizes and PCI/network affinity."""
 
     name: ClassVar[str] = "NUMATopologyFilter"
     RUN_ON_REBUILD: ClassVar[bool] = False
+    reason_prefix: ClassVar[str] = "numa"
 
     def is_active(self, spec: RequestSpec) -> bool:
         return spec.numa_topology is not None or _wants_dedicated_require(spec)
 
-    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
-        try:
-            code, detail = self._judge(host, spec, prune=True)
-        except Exception:  # a bug or odd data must cost one host, never the request
-            LOG.exception(
-                "NUMA check of %s failed for instance %s", host.state.nodename, spec.instance_uuid
-            )
-            return "numa:internal-error"
-        if code is not None:
-            LOG.debug(
-                "%s (%s) fails NUMA topology requirements for instance %s: %s (%s)",
-                host.state.host,
-                host.state.nodename,
-                spec.instance_uuid,
-                code,
-                detail,
-            )
-        return code
-
-    def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
-        """(reason code, human-readable reason) without pruning ``host``'s candidates."""
-        return self._judge(host, spec, prune=False)
-
-    def _judge(
+    def judge(
         self, host: HostCandidate, spec: RequestSpec, *, prune: bool
     ) -> tuple[str | None, str]:
         state = host.state

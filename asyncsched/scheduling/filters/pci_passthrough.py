@@ -8,49 +8,24 @@ nova. Without candidates (rebuild, forced hosts) the host itself is judged.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
 
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
 from asyncsched.scheduling.pci.stats import PciCheck, candidate_pci_key, pci_check_requests
 
-LOG = logging.getLogger(__name__)
 
-
-class PciPassthroughFilter(BaseHostFilter):
+class PciPassthroughFilter(JudgedHostFilter):
     """Filter on PCI device availability (flavor aliases and SR-IOV ports)."""
 
     name: ClassVar[str] = "PciPassthroughFilter"
     RUN_ON_REBUILD: ClassVar[bool] = False
+    reason_prefix: ClassVar[str] = "pci"
 
     def is_active(self, spec: RequestSpec) -> bool:
         return spec.pci_requests is not None and bool(spec.pci_requests.requests)
 
-    def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
-        try:
-            code, detail = self._judge(host, spec, prune=True)
-        except Exception:  # a bug or odd data must cost one host, never the request
-            LOG.exception(
-                "PCI check of %s failed for instance %s", host.state.nodename, spec.instance_uuid
-            )
-            return "pci:internal-error"
-        if code is not None:
-            LOG.debug(
-                "%s (%s) lacks the PCI devices of instance %s: %s (%s)",
-                host.state.host,
-                host.state.nodename,
-                spec.instance_uuid,
-                code,
-                detail,
-            )
-        return code
-
-    def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
-        """(reason code, human-readable reason) without pruning ``host``'s candidates."""
-        return self._judge(host, spec, prune=False)
-
-    def _judge(
+    def judge(
         self, host: HostCandidate, spec: RequestSpec, *, prune: bool
     ) -> tuple[str | None, str]:
         if spec.pci_requests is None or not spec.pci_requests.requests:
