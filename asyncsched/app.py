@@ -209,4 +209,5 @@ def build_service(
         build_components(config),
         notifier if notifier is not None else SystemdNotifier.from_env(),
         sources,
+        freeze_gc=True,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import inspect
 import json
 import logging
@@ -107,8 +108,10 @@ class Service:
         config_files: ConfigSources | Sequence[str] = (),
         *,
         loader: Callable[[ConfigSources], Config] | None = None,
+        freeze_gc: bool = False,
     ) -> None:
         self._config = config
+        self._freeze_gc = freeze_gc
         self._components = list(components)
         self._notifier = notifier if notifier is not None else SystemdNotifier(None)
         self._sources = (
@@ -219,6 +222,13 @@ class Service:
         if self._stop.is_set():
             return
         self._state = "running"
+        if self._freeze_gc:
+            # The host table of a large cloud is hundreds of thousands of long-lived objects;
+            # moving what start-up built out of the collector's reach keeps full GC passes
+            # (0.3 s at 10,000 hosts) from pausing request handling later. Process-wide, so
+            # only the daemon asks for it.
+            gc.collect()
+            gc.freeze()
         names = ", ".join(component_name(c) for c in self._components) or "no components"
         self._notifier.ready(status=f"ready: {names}")
         LOG.info("asyncsched ready (%s)", names)

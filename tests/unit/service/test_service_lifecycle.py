@@ -353,3 +353,22 @@ async def test_component_without_a_name_uses_its_class_name(listener: NotifyList
     assert listener.recv() == {"STATUS": "starting Nameless (1/1)"}
     assert service.health()["components"] == {"Nameless": {"up": True}}
     await service.stop()
+
+
+async def test_daemon_freezes_the_start_up_heap_only_when_asked() -> None:
+    """The daemon moves the loaded host table out of the GC's reach; tests' Services do not."""
+    import gc
+
+    gc.unfreeze()
+    events: Events = []
+    plain = Service(Config(), [FakeComponent("hoststate", events)])
+    await plain.start()
+    assert gc.get_freeze_count() == 0
+    await plain.stop()
+    frozen = Service(Config(), [FakeComponent("hoststate", events)], freeze_gc=True)
+    try:
+        await frozen.start()
+        assert gc.get_freeze_count() > 0
+    finally:
+        await frozen.stop()
+        gc.unfreeze()
