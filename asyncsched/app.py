@@ -138,6 +138,9 @@ class SchedulerComponent:
             "host_state_stale": bool(cache.get("stale", True)),
             "recent_outcomes": dict(outcomes),
             "last_request": None if last is None else last.line(),
+            "recent_failures": [f"{s.request_id}: {s.line()}" for s in recent if s.outcome != "ok"][
+                -5:
+            ],
         }
 
 

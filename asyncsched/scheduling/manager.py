@@ -256,8 +256,11 @@ class SchedulerManager:
                 outcome=outcome,
             )
             self.diagnostics.record(summary)
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug("select_destinations %s: %s", ctx.request_id, summary.line())
+            # A failed request is what an operator asks "why?" about: say it at INFO, as nova
+            # logs its filter results when filtering removed every host; successes at DEBUG.
+            level = logging.DEBUG if outcome == "ok" else logging.INFO
+            if LOG.isEnabledFor(level):
+                LOG.log(level, "select_destinations %s: %s", ctx.request_id, summary.line())
 
     # -- steps -----------------------------------------------------------------------------
 

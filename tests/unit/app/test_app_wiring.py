@@ -142,3 +142,16 @@ async def test_placement_start_waits_for_a_placement_that_comes_up() -> None:
         await comp.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_scheduler_health_lists_recent_failures_with_their_reasons() -> None:
+    from asyncsched.scheduling.diagnostics import RequestSummary
+
+    daemon = build_daemon(config())
+    scheduler = SchedulerComponent(daemon.manager, daemon.cache)
+    daemon.manager.diagnostics.record(RequestSummary("req-ok", 5, {}, outcome="ok"))
+    daemon.manager.diagnostics.record(
+        RequestSummary("req-bad", 5, {"ComputeFilter": {"down": 5}}, outcome="NoValidHost: ")
+    )
+    failures = scheduler.health()["recent_failures"]
+    assert failures == ["req-bad: 5 candidates: ComputeFilter -5 (down 5) -> NoValidHost: "]

@@ -364,3 +364,27 @@ async def test_ignore_beats_force_and_force_nodes_alone() -> None:
     spec, uuids = boot(force_nodes=("cmp2",))
     [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
     assert sel.nodename == "cmp2"
+
+
+async def test_no_valid_host_says_why_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """An operator sees the per-filter reasons of a failed request without DEBUG logging."""
+    hosts = cloud(3)
+    for i, h in enumerate(hosts):
+        h.service = ServiceInfo(id=i, host=h.host, disabled=True, last_seen_up=NOW)
+    mgr, _, _ = manager(hosts)
+    spec, uuids = boot()
+    with (
+        caplog.at_level(logging.INFO, logger="asyncsched.scheduling.manager"),
+        pytest.raises(NoValidHost),
+    ):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    lines = [r for r in caplog.records if r.levelno == logging.INFO and "candidates" in r.message]
+    assert len(lines) == 1
+    assert "3 candidates: ComputeFilter -3 (disabled 3) -> NoValidHost" in lines[0].message
+    caplog.clear()
+    hosts[0].service = ServiceInfo(id=0, host=hosts[0].host, last_seen_up=NOW)
+    hosts[0].touch()
+    spec, uuids = boot()
+    with caplog.at_level(logging.INFO, logger="asyncsched.scheduling.manager"):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert not [r for r in caplog.records if "candidates" in r.message]  # success: DEBUG only
