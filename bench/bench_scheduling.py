@@ -17,13 +17,13 @@ from collections.abc import Callable
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import Flavor, RequestSpec
-from asyncsched.scheduling import reference
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.scheduling.synthetic import NOW, make_cloud
 from asyncsched.state.host_state import HostState
+from bench import reference_scheduler as reference
+from bench.synthetic_cloud import NOW, make_cloud
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:

@@ -22,13 +22,13 @@ from asyncsched.objects.models import (
     InstanceGroup,
     RequestSpec,
 )
-from asyncsched.scheduling import reference
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.loader import builtin_filters, load_filters, load_weighers
-from asyncsched.scheduling.synthetic import NOW, make_cloud
 from asyncsched.state.host_state import HostState
+from bench import reference_scheduler as reference
+from bench.synthetic_cloud import NOW, make_cloud
 
 from .sched_helpers import config, spec
 

@@ -14,7 +14,6 @@ from asyncsched.objects.models import (
     ImageMetaProps,
     InstanceGroup,
 )
-from asyncsched.scheduling import reference
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
@@ -31,6 +30,7 @@ from asyncsched.scheduling.weighers.pci import PCIWeigher
 from asyncsched.scheduling.weighers.ram import RAMWeigher
 from asyncsched.scheduling.weighers.soft_affinity import ServerGroupSoftAffinityWeigher
 from asyncsched.scheduling.weighers.soft_anti_affinity import ServerGroupSoftAntiAffinityWeigher
+from bench import reference_scheduler as reference
 
 from .sched_helpers import agg, config, host, spec
 
