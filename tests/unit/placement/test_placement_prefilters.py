@@ -266,11 +266,11 @@ def test_malformed_values_fail_the_request_not_the_service() -> None:
 def test_reference_sample_request_spec_end_to_end() -> None:
     """nova 34's captured RequestSpec (samples/request_spec.json) -> the query nova would send."""
     import json
-    from pathlib import Path
 
     from asyncsched.objects.codec import decode_request_spec
+    from tests.reference import SAMPLES
 
-    sample = Path("/work/shared/reference/samples/request_spec.json")
+    sample = SAMPLES / "request_spec.json"
     s = decode_request_spec(json.loads(sample.read_text())["spec_obj"])
     aggs = (Aggregate(9, "agg-nova", "default-az", metadata={"availability_zone": "nova"}),)
     out = run_prefilters(CTX, s, Config(), aggs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from asyncsched.exceptions import AllocationUpdateFailed, NoValidHost
 from asyncsched.rpc import wire
 from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
+from tests.reference import SAMPLES
 
-SAMPLES = Path("/work/shared/reference/samples")
 MAX = 1 << 20
 
 
@@ -36,7 +35,6 @@ def _call(**extra: Any) -> dict[str, Any]:
     return inner
 
 
-@pytest.mark.skipif(not SAMPLES.exists(), reason="reference samples not on this machine")
 def test_captured_nova_call_decodes() -> None:
     sample = json.loads((SAMPLES / "nova_call.json").read_text())
     msg = wire.parse_message(wire.decode_body(sample["raw_body"].encode(), MAX))
