@@ -1,0 +1,379 @@
+"""A RabbitMQ restart with select_destinations calls in flight: nothing lost, nothing twice.
+
+The broker application is restarted for real (``rabbitmqctl stop_app`` / ``start_app``): every
+connection drops and non-durable queues vanish, among them the oslo caller's ``reply_<uuid>``
+queue. With ``[oslo_messaging_rabbit] amqp_durable_queues = true`` on both sides, as a
+deployment that wants this guarantee configures it, the ``scheduler`` queue is durable and the
+caller's requests are persistent (kombu's default), so RabbitMQ redelivers every request we had
+not acked yet. The caller is the real oslo.messaging RPCClient, one thread per call, as in a
+conductor.
+
+What must hold: each caller gets the answer for its own instance; each instance is scheduled
+exactly once in our process although its request was delivered twice (the reply cache or the
+still-running twin answers the redelivery); calls made while the broker is down are sent by
+oslo once it is back and served; our server reconnects; nothing is left in the queue.
+
+It stops the broker every test on the machine shares. To run it against a private node instead
+(a developer's tree shared with other people's test runs), set ``ASYNCSCHED_RESTART_RABBIT_NODE``
+(e.g. ``h9dev@localhost``) and ``ASYNCSCHED_RESTART_RABBIT_PORT`` (its AMQP port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aio_pika
+import aiormq.exceptions
+import pytest
+
+from asyncsched.objects import codec
+from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.rpc.server import RPCServer
+from tests.fixtures.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
+from tests.integration.rpc.conftest import RABBITMQCTL, make_config
+from tests.integration.rpc.decisions import CELL, RecordingEvents
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+
+IN_FLIGHT = 8  # calls running in our process when the broker stops
+SENT_WHILE_DOWN = 2  # calls the caller makes while the broker is stopped
+DURABLE = {"amqp_durable_queues": True}
+
+
+@dataclass(frozen=True)
+class Broker:
+    """The RabbitMQ node the test restarts, and the throwaway vhost it uses on it."""
+
+    node: str | None
+    port: int
+    vhost: str
+
+    @property
+    def url(self) -> str:
+        return f"rabbit://guest:guest@127.0.0.1:{self.port}/{self.vhost}"
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        node = ["-n", self.node] if self.node else []
+        done = subprocess.run(
+            [RABBITMQCTL, *node, "-q", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+        return done.stdout
+
+    def queues(self) -> dict[str, dict[str, Any]]:
+        out = self.ctl(
+            "list_queues",
+            "-p",
+            self.vhost,
+            "name",
+            "durable",
+            "messages_ready",
+            "messages_unacknowledged",
+            "--formatter",
+            "json",
+        )
+        return {q["name"]: q for q in json.loads(out or "[]")}
+
+    def ensure_running(self, limit: float = 60.0) -> None:
+        """start_app (a no-op on a running app), then wait until AMQP logins work again."""
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                self.ctl("start_app")
+                self.ctl("await_startup")
+                asyncio.run(self._probe())
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    async def queue_exists(self, name: str) -> bool:
+        """A passive declare (milliseconds, unlike rabbitmqctl)."""
+        conn = await aio_pika.connect(
+            f"amqp://guest:guest@127.0.0.1:{self.port}/{self.vhost}", timeout=5
+        )
+        async with conn:
+            channel = await conn.channel()
+            try:
+                await channel.declare_queue(name, passive=True)
+            except aiormq.exceptions.ChannelNotFoundEntity:
+                return False
+            return True
+
+    async def _probe(self) -> None:
+        conn = await aio_pika.connect(
+            f"amqp://guest:guest@127.0.0.1:{self.port}/{self.vhost}", timeout=5
+        )
+        await conn.close()
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    """A uuid-named vhost on the broker; afterwards the broker is running and the vhost gone."""
+    node = os.environ.get("ASYNCSCHED_RESTART_RABBIT_NODE") or None
+    port = int(os.environ.get("ASYNCSCHED_RESTART_RABBIT_PORT", "5672"))
+    b = Broker(node, port, f"asyncsched-restart-{uuid.uuid4().hex[:12]}")
+    b.ctl("add_vhost", b.vhost)
+    try:
+        b.ctl("set_permissions", "-p", b.vhost, "guest", ".*", ".*", ".*")
+        yield b
+    finally:
+        try:
+            b.ensure_running()  # whatever happened, later tests need the broker
+        finally:
+            b.ctl("delete_vhost", b.vhost)
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    executor = ThreadPoolExecutor(
+        max_workers=IN_FLIGHT + SENT_WHILE_DOWN, thread_name_prefix="oslo-caller"
+    )
+    yield executor
+    executor.shutdown(wait=True, cancel_futures=True)
+
+
+def host_for(instance_uuid: str) -> str:
+    return f"cn-{instance_uuid[:8]}"
+
+
+class GatedScheduler:
+    """Records each (instance uuid, request id) it schedules; each call takes its ``delays`` s.
+
+    A call first waits for ``gate``: the test opens it once the broker connection is gone, so
+    every call is guaranteed to be running across the restart (none answered before it).
+    """
+
+    def __init__(self, delays: Mapping[str, float]) -> None:
+        self.delays = dict(delays)
+        self.gate = asyncio.Event()
+        self.scheduled: list[tuple[str, str | None]] = []
+        self.finished = 0
+
+    async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        uuids = list(instance_uuids or ())
+        self.scheduled.extend((u, ctx.request_id) for u in uuids)
+        await self.gate.wait()
+        await asyncio.sleep(max(self.delays[u] for u in uuids))
+        self.finished += 1
+        out = []
+        for u in uuids:
+            node = str(uuid.uuid5(uuid.NAMESPACE_URL, u))
+            allocation = {"allocations": {node: {"resources": {"VCPU": spec.flavor.vcpus}}}}
+            out.append(
+                [
+                    Selection(
+                        compute_node_uuid=node,
+                        service_host=host_for(u),
+                        nodename=f"{host_for(u)}.local",
+                        cell_uuid=CELL,
+                        allocation_request=json.dumps({**allocation, "mappings": {}}),
+                        allocation_request_version="1.36",
+                        availability_zone="nova",
+                    )
+                ]
+            )
+        return out
+
+
+async def in_thread(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kw))
+
+
+async def eventually(check: Callable[[], bool], limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def eventually_in_thread(check: Callable[[], bool], limit: float, what: str) -> None:
+    """``eventually`` for a blocking check (rabbitmqctl)."""
+    deadline = time.monotonic() + limit
+    while not await asyncio.to_thread(check):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How the restart unfolds.
+
+    ``rabbit``: ``[oslo_messaging_rabbit]`` of both sides; ``caller_back_last``: the caller
+    waits 4.5 s (kombu_reconnect_delay) before reconnecting, so our server is back first;
+    ``gate_after_redelivery``: the calls start working only once their redeliveries arrived
+    (else as soon as the connection dropped, so they finish while the broker is down).
+    """
+
+    rabbit: Mapping[str, Any]
+    caller_back_last: bool
+    gate_after_redelivery: bool
+
+    @property
+    def caller_rabbit(self) -> dict[str, Any]:
+        late = {"kombu_reconnect_delay": 4.5} if self.caller_back_last else {}
+        return {**self.rabbit, **late}
+
+
+SCENARIOS = {
+    # Our server is back before the caller: the finished calls' replies meet a missing reply
+    # queue (basic.return) and are retried until oslo has declared it again; the redeliveries
+    # are answered from the reply cache.
+    "replies-wait-for-the-reply-queue": Scenario(
+        DURABLE, caller_back_last=True, gate_after_redelivery=False
+    ),
+    # The redeliveries arrive while the original runs are still going: they wait for them.
+    "redelivery-joins-the-running-call": Scenario(
+        DURABLE, caller_back_last=False, gate_after_redelivery=True
+    ),
+    # The other way a deployment keeps requests across a restart: a quorum topic queue.
+    "quorum-queue": Scenario(
+        {"rabbit_quorum_queue": True}, caller_back_last=False, gate_after_redelivery=False
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
+async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_recognised(
+    broker: Broker, pool: ThreadPoolExecutor, scenario: Scenario
+) -> None:
+    in_flight = [str(uuid.uuid4()) for _ in range(IN_FLIGHT)]
+    while_down = [str(uuid.uuid4()) for _ in range(SENT_WHILE_DOWN)]
+    everyone = in_flight + while_down
+    delays = {u: 1.0 + i / (IN_FLIGHT - 1) for i, u in enumerate(in_flight)}  # 1 s .. 2 s
+    delays.update({u: 1.0 for u in while_down})
+    contexts = {u: nova_context() for u in everyone}
+    scheduler = GatedScheduler(delays)
+    # Our server polls the stopped broker every <= 0.5 s, so it is back soon after the broker.
+    config = make_config(broker.url, rabbit_interval_max=0.5, **scenario.rabbit)
+    server = RPCServer(config, scheduler, RecordingEvents())
+    # nova's own timeouts are long (long_rpc_timeout 1800 s, rpc_response_timeout 60 s).
+    client = OsloSchedulerClient(
+        broker.url,
+        timeout=60,
+        call_monitor_timeout=30,
+        rabbit_options=scenario.caller_rabbit,
+    )
+
+    def call(u: str) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(
+            in_thread(
+                pool,
+                client.select_destinations,
+                request_spec_primitive(),
+                [u],
+                context=contexts[u],
+            )
+        )
+
+    calls: dict[str, asyncio.Future[Any]] = {}
+    try:
+        await server.start(timeout=20)
+        calls.update({u: call(u) for u in in_flight})
+        await eventually(
+            lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
+        )
+        # The requests wait, unacked, in the durable topic queue (a quorum queue reports its
+        # counts with a delay); the caller's reply queue is not durable: the restart removes it
+        # and oslo declares it again when it reconnects.
+        before: dict[str, dict[str, Any]] = {}
+
+        def all_unacked() -> bool:
+            before.update(broker.queues())
+            return bool(before["scheduler"]["messages_unacknowledged"] == IN_FLIGHT)
+
+        await eventually_in_thread(all_unacked, 15, "the broker to count the unacked calls")
+        assert before["scheduler"]["durable"] is True
+        ((reply_name, reply_q),) = [q for q in before.items() if q[0].startswith("reply_")]
+        assert reply_q["durable"] is False
+
+        try:
+            await asyncio.to_thread(broker.ctl, "stop_app")
+            await eventually(lambda: not server.health()["connected"], 10, "the connection drop")
+            assert scheduler.finished == 0  # every call is in flight across the restart
+            if not scenario.gate_after_redelivery:
+                scheduler.gate.set()
+            # The caller keeps calling while the broker is down: oslo retries the publish.
+            calls.update({u: call(u) for u in while_down})
+            await asyncio.sleep(0.5)
+            assert not any(c.done() for c in calls.values())
+        finally:
+            await asyncio.to_thread(broker.ensure_running)
+
+        await eventually(
+            lambda: server.stats["duplicates"] == IN_FLIGHT,
+            20,
+            "the server to recognise every redelivery",
+        )
+        if scenario.gate_after_redelivery:
+            # Each redelivery was recognised while its original run was still going.
+            assert scheduler.finished == 0
+            scheduler.gate.set()
+        if scenario.caller_back_last:
+            await eventually(lambda: scheduler.finished == IN_FLIGHT, 10, "the original runs")
+            # Everything is answered on our side, but the caller has not reconnected yet: the
+            # replies are being returned by the broker and retried, not dropped.
+            assert server.health()["connected"]
+            assert not await broker.queue_exists(reply_name)
+            assert not any(calls[u].done() for u in in_flight)
+            assert server.stats.get("replies_dropped", 0) == 0
+
+        results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=50)
+        answers = dict(zip(calls, results, strict=True))
+        health = server.health()
+        await eventually_in_thread(
+            lambda: _drained(broker.queues()), 15, "every request to be acked after its reply"
+        )
+    finally:
+        try:
+            await server.close()
+        finally:
+            await asyncio.to_thread(client.close)
+
+    # Each caller got the answer for its own instance.
+    for u, result in answers.items():
+        assert len(result) == 1 and len(result[0]) == 1, result
+        chosen = codec.decode_selection(result[0][0])
+        assert chosen.service_host == host_for(u)
+        assert chosen.compute_node_uuid == str(uuid.uuid5(uuid.NAMESPACE_URL, u))
+    # Each instance scheduled exactly once, under its caller's request id.
+    assert Counter(scheduler.scheduled) == Counter((u, contexts[u]["request_id"]) for u in everyone)
+    # RabbitMQ redelivered every in-flight request once and each redelivery was recognised.
+    assert health["stats"]["duplicates"] == IN_FLIGHT
+    assert health["stats"]["received"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
+    # Each in-flight request was answered twice (the original run once the broker was back,
+    # and the redelivery); oslo keeps the first reply and drops the other.
+    assert health["stats"]["replies"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
+    assert health["stats"].get("replies_dropped", 0) == 0
+    assert health["stats"]["reconnects"] >= 1
+    assert health["connected"] is True and health["last_error"] is None
+
+
+def _drained(queues: Mapping[str, Mapping[str, Any]]) -> bool:
+    q = queues["scheduler"]
+    return bool(q["messages_ready"] == 0 and q["messages_unacknowledged"] == 0)
