@@ -345,10 +345,18 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
 
         results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=50)
         answers = dict(zip(calls, results, strict=True))
-        health = server.health()
         await eventually_in_thread(
             lambda: _drained(broker.queues()), 15, "every request to be acked after its reply"
         )
+        # Each in-flight request is answered twice (its original run once the broker was back,
+        # and its redelivery); oslo keeps the first reply and drops the other, which may still
+        # be on its way when the caller returns.
+        await eventually(
+            lambda: server.stats["replies"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN,
+            10,
+            "both replies of every in-flight request",
+        )
+        health = server.health()
     finally:
         try:
             await server.close()
@@ -366,8 +374,6 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
     # RabbitMQ redelivered every in-flight request once and each redelivery was recognised.
     assert health["stats"]["duplicates"] == IN_FLIGHT
     assert health["stats"]["received"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
-    # Each in-flight request was answered twice (the original run once the broker was back,
-    # and the redelivery); oslo keeps the first reply and drops the other.
     assert health["stats"]["replies"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
     assert health["stats"].get("replies_dropped", 0) == 0
     assert health["stats"]["reconnects"] >= 1
