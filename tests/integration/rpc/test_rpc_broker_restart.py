@@ -383,3 +383,66 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
 def _drained(queues: Mapping[str, Mapping[str, Any]]) -> bool:
     q = queues["scheduler"]
     return bool(q["messages_ready"] == 0 and q["messages_unacknowledged"] == 0)
+
+
+async def test_with_transient_queues_the_calls_running_here_are_still_answered(
+    broker: Broker, pool: ThreadPoolExecutor
+) -> None:
+    """nova's default ``amqp_durable_queues = false``: the restart removes the ``scheduler``
+    queue and the unacked requests in it, so nothing is redelivered; the calls already running
+    in our process are answered once the broker is back (a request still waiting in the queue,
+    or sent while our server had not declared the queue again, would be lost: the broker drops
+    what no queue is bound for, and oslo does not publish calls as mandatory).
+    """
+    in_flight = [str(uuid.uuid4()) for _ in range(IN_FLIGHT)]
+    contexts = {u: nova_context() for u in in_flight}
+    scheduler = GatedScheduler({u: 1.0 + i / (IN_FLIGHT - 1) for i, u in enumerate(in_flight)})
+    config = make_config(broker.url, rabbit_interval_max=0.5)
+    server = RPCServer(config, scheduler, RecordingEvents())
+    client = OsloSchedulerClient(broker.url, timeout=60, call_monitor_timeout=30)
+    try:
+        await server.start(timeout=20)
+        calls = {
+            u: asyncio.ensure_future(
+                in_thread(
+                    pool,
+                    client.select_destinations,
+                    request_spec_primitive(),
+                    [u],
+                    context=contexts[u],
+                )
+            )
+            for u in in_flight
+        }
+        await eventually(
+            lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
+        )
+        assert (await asyncio.to_thread(broker.queues))["scheduler"]["durable"] is False
+        try:
+            await asyncio.to_thread(broker.ctl, "stop_app")
+            await eventually(lambda: not server.health()["connected"], 10, "the connection drop")
+            assert scheduler.finished == 0
+            scheduler.gate.set()
+            await asyncio.sleep(0.5)
+        finally:
+            await asyncio.to_thread(broker.ensure_running)
+        results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=50)
+        await eventually_in_thread(
+            lambda: _drained(broker.queues()), 15, "the re-declared queue to be empty"
+        )
+        health = server.health()
+    finally:
+        try:
+            await server.close()
+        finally:
+            await asyncio.to_thread(client.close)
+    for u, result in zip(calls, results, strict=True):
+        assert codec.decode_selection(result[0][0]).service_host == host_for(u)
+    assert Counter(scheduler.scheduled) == Counter(
+        (u, contexts[u]["request_id"]) for u in in_flight
+    )
+    # Nothing came back from the broker: each request was received and answered once.
+    assert health["stats"]["received"] == IN_FLIGHT
+    assert health["stats"].get("duplicates", 0) == 0
+    assert health["stats"]["replies"] == IN_FLIGHT
+    assert health["stats"]["reconnects"] >= 1 and health["connected"] is True
