@@ -183,6 +183,13 @@ def build_daemon(config: Config) -> Daemon:
             "[api_database] connection is required: cells, host mappings and aggregates "
             "are read from the nova API database"
         )
+    if config.scheduler.query_placement_for_routed_network_aggregates:
+        # Ignoring it would silently place instances on hosts outside their network segment.
+        raise ConfigError(
+            "[scheduler] query_placement_for_routed_network_aggregates = True needs Neutron "
+            "segment lookups, which asyncsched does not make; set it to False (or keep "
+            "nova-scheduler for routed-network clouds)"
+        )
     cache = HostStateCache(config)
     placement = PlacementClient.from_config(config)
     manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError

@@ -155,3 +155,14 @@ async def test_scheduler_health_lists_recent_failures_with_their_reasons() -> No
     )
     failures = scheduler.health()["recent_failures"]
     assert failures == ["req-bad: 5 candidates: ComputeFilter -5 (down 5) -> NoValidHost: "]
+
+
+def test_routed_network_prefilter_is_refused_not_silently_ignored() -> None:
+    cfg = dataclasses.replace(
+        config(),
+        scheduler=dataclasses.replace(
+            config().scheduler, query_placement_for_routed_network_aggregates=True
+        ),
+    )
+    with pytest.raises(ConfigError, match="query_placement_for_routed_network_aggregates"):
+        build_daemon(cfg)
