@@ -27,10 +27,10 @@ import gc
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from asyncsched.conf.options import Config
@@ -40,7 +40,17 @@ from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.scheduling.numa.consume import reapply_placed
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.host_state import Assumption, HostState, PlacedNumaPci, ServiceInfo
-from asyncsched.state.rows import NodeSnapshot, node_snapshot, resolve_ratios, service_info
+from asyncsched.state.rows import (
+    IMAGE_PROP_COUNTS_KEY,
+    IMAGE_PROPS_KEY,
+    NodeSnapshot,
+    image_prop_counts,
+    image_props_from_system_metadata,
+    image_props_wanted,
+    node_snapshot,
+    resolve_ratios,
+    service_info,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -82,6 +92,25 @@ NODE_PAGE = 500
 INSTANCE_PAGE = 20000
 SQL_INSTANCES_OF_HOST = "SELECT uuid FROM instances WHERE host = $1 AND deleted = 0"
 
+# Instances' image properties (ImagePropertiesWeigher), read only while it can matter. nova
+# hard-deletes system-metadata keys an update drops, so an instance is re-read whole whenever
+# its instances row or any of its image_* rows changed; the full resync catches the rest.
+_IMAGE_KEYS = "key LIKE 'image\\_%'"
+SQL_SYSMETA_ALL = (
+    "SELECT id, instance_uuid, key, value FROM instance_system_metadata"
+    f" WHERE deleted = 0 AND {_IMAGE_KEYS} {_PAGE}"
+)
+SQL_SYSMETA_CHANGED = (
+    f"SELECT DISTINCT instance_uuid FROM instance_system_metadata WHERE {_IMAGE_KEYS}"
+    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+)
+SQL_SYSMETA_OF = (
+    "SELECT instance_uuid, key, value FROM instance_system_metadata"
+    f" WHERE deleted = 0 AND {_IMAGE_KEYS} AND instance_uuid = ANY($1::varchar[])"
+)
+SYSMETA_PAGE = 20000
+SYSMETA_BATCH = 1000  # instance uuids per ANY() query
+
 SQL_API_FINGERPRINT = """
 SELECT
  (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
@@ -118,6 +147,44 @@ class _NodeRead:
     deleted: set[str] = field(default_factory=set)
 
 
+ImageProps = Mapping[str, str]
+RawSysmeta = frozenset[tuple[str, str | None]]
+
+
+@dataclass(eq=False)
+class _PropsRead:
+    """What one read of instance_system_metadata found: parsed (shared) image properties by
+    instance; ``uuids`` the instances re-read (None: everything, a full read)."""
+
+    props: dict[str, ImageProps]
+    uuids: set[str] | None
+
+
+@dataclass(eq=False)
+class _PropsPool:
+    """Parsed image properties shared between instances: thousands of instances use a
+    handful of images, so each distinct set of rows is parsed and stored once."""
+
+    by_raw: dict[RawSysmeta, ImageProps] = field(default_factory=dict)
+    by_value: dict[frozenset[tuple[str, str]], ImageProps] = field(default_factory=dict)
+
+    def parse(self, raw: RawSysmeta, reuse: _PropsPool | None = None) -> ImageProps:
+        got = self.by_raw.get(raw)
+        if got is None and reuse is not None:
+            got = reuse.by_raw.get(raw)
+        if got is None:
+            parsed = image_props_from_system_metadata(raw)
+            key = frozenset(parsed.items())
+            got = self.by_value.get(key)
+            if got is None and reuse is not None:
+                got = reuse.by_value.get(key)
+            if got is None:
+                got = MappingProxyType(parsed)
+            self.by_value[key] = got
+        self.by_raw[raw] = got
+        return got
+
+
 @dataclass(eq=False)
 class _Cell:
     """Everything the cache knows about one cell; mutated only by the cache."""
@@ -136,6 +203,12 @@ class _Cell:
     last_full: float | None = None
     last_refresh: float | None = None
     warned_no_service: set[str] = field(default_factory=set)
+    # instance uuid -> image properties (only instances on a host, only while wanted)
+    image_props: dict[str, ImageProps] = field(default_factory=dict)
+    image_pool: _PropsPool = field(default_factory=_PropsPool)
+    image_props_full_needed: bool = True  # next pass reads them all (first, after an error)
+    image_props_loaded: bool = False  # a full read succeeded since they were wanted
+    image_props_error: str | None = None
     pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
 
@@ -174,6 +247,7 @@ class HostStateCache:
         self._started = False
         self._running = False  # start() finished its initial load; loops are running
         self._closed = False
+        self._image_props_on = image_props_wanted(config)
         self.metrics: dict[str, int] = {
             "assumptions_confirmed": 0,
             "assumptions_expired": 0,
@@ -183,6 +257,8 @@ class HostStateCache:
             "refresh_passes": 0,
             "full_resyncs": 0,
             "refresh_failures": 0,
+            "image_props_reads": 0,
+            "image_props_failures": 0,
         }
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -259,6 +335,26 @@ class HostStateCache:
                 self._spawn(old_db.close())
         if old.default != config.default and self._started:
             self._spawn(self._reapply_all())
+        wanted = image_props_wanted(config)
+        if wanted != self._image_props_on:
+            self._image_props_on = wanted
+            LOG.info(
+                "instances' image properties %s (ImagePropertiesWeigher %s)",
+                "will be loaded" if wanted else "dropped",
+                "enabled" if wanted else "off",
+            )
+            for cell in self._cells.values():
+                cell.image_props = {}
+                cell.image_pool = _PropsPool()
+                cell.image_props_full_needed = True
+                cell.image_props_loaded = False
+                cell.image_props_error = None
+            if self._started:
+                if wanted:  # load now rather than at the next tick
+                    for cell in list(self._cells.values()):
+                        self._spawn(self._guarded(self._cell_pass(cell, full=False)))
+                else:
+                    self._spawn(self._reapply_all())
 
     async def refresh(self, *, full: bool = False) -> None:
         """One refresh pass of the API DB and every cell now (tests, SIGHUP). Never raises
@@ -292,6 +388,13 @@ class HostStateCache:
                 name=cell.mapping.name,
                 hosts=len(cell.table),
                 last_full_age=None if cell.last_full is None else round(now - cell.last_full, 3),
+                image_props={
+                    "wanted": self._image_props_on,
+                    "loaded": cell.image_props_loaded,
+                    "instances": len(cell.image_props),
+                    "images": len(cell.image_pool.by_value),
+                    "last_error": cell.image_props_error,
+                },
             )
             cells[cell.uuid] = h
         api = db_health(self._api, self._api_loaded)
@@ -825,14 +928,22 @@ class HostStateCache:
                 db.mark_failed(exc)
                 self.metrics["refresh_failures"] += 1
                 return
+            # After the main reads, not beside them: a failing image-props query (e.g. no
+            # such table) discards the pool and must not take the host data down with it.
+            props: _PropsRead | None = None
+            if self._image_props_on:
+                since = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
+                props = await self._read_image_props(
+                    cell, insts, full=full or cell.image_props_full_needed, since=since
+                )
             if self._cells.get(cell.uuid) is not cell:
                 return  # dropped while we were reading
             if full:
-                await self._apply_full(cell, services, nodes, insts)
+                await self._apply_full(cell, services, nodes, insts, props)
                 cell.last_full = self._clock()
                 self.metrics["full_resyncs"] += 1
             else:
-                await self._apply_changes(cell, services, nodes, insts)
+                await self._apply_changes(cell, services, nodes, insts, props)
             cell.watermark = db_now
             cell.loaded = True
             cell.last_refresh = self._clock()
@@ -914,12 +1025,124 @@ class HostStateCache:
                 return out
             last = rows[-1]["id"]
 
+    async def _read_image_props(
+        self,
+        cell: _Cell,
+        insts: Mapping[str, str | None],
+        *,
+        full: bool,
+        since: datetime | None,
+    ) -> _PropsRead | None:
+        """The image properties of every instance (full), or of the instances whose row or
+        image metadata changed since ``since``; None when the read failed (logged, counted,
+        and the next pass reads everything again)."""
+        try:
+            if full or since is None:
+                raw: dict[str, list[tuple[str, str | None]]] = {}
+                last = -1
+                while True:
+                    rows = await cell.db.fetch(SQL_SYSMETA_ALL, last, SYSMETA_PAGE)
+                    for r in rows:
+                        raw.setdefault(r["instance_uuid"], []).append((r["key"], r["value"]))
+                    await asyncio.sleep(0)
+                    if len(rows) < SYSMETA_PAGE:
+                        break
+                    last = rows[-1]["id"]
+                uuids: set[str] | None = None
+            else:
+                uuids = {u for u, host in insts.items() if host is not None}
+                rows = await cell.db.fetch(SQL_SYSMETA_CHANGED, since)
+                uuids.update(r["instance_uuid"] for r in rows)
+                raw = await self._fetch_image_rows(cell, uuids)
+        except DatabaseUnavailable as exc:
+            self.metrics["image_props_failures"] += 1
+            cell.image_props_full_needed = True
+            if cell.image_props_error is None:
+                LOG.warning(
+                    "cell %s: could not read the instances' image properties (kept as they"
+                    " were; ImagePropertiesWeigher scores from them): %s",
+                    cell.mapping.name or cell.uuid,
+                    exc,
+                )
+            cell.image_props_error = str(exc)
+            return None
+        if cell.image_props_error is not None:
+            LOG.warning("cell %s: instances' image properties readable again", cell.uuid)
+            cell.image_props_error = None
+        self.metrics["image_props_reads"] += 1
+        return _PropsRead(
+            props=await self._parse_image_rows(cell, raw, full=uuids is None), uuids=uuids
+        )
+
+    async def _fetch_image_rows(
+        self, cell: _Cell, uuids: Iterable[str]
+    ) -> dict[str, list[tuple[str, str | None]]]:
+        """image_* system-metadata rows of these instances (batched ``= ANY``, indexed)."""
+        raw: dict[str, list[tuple[str, str | None]]] = {}
+        todo = list(uuids)
+        for i in range(0, len(todo), SYSMETA_BATCH):
+            rows = await cell.db.fetch(SQL_SYSMETA_OF, todo[i : i + SYSMETA_BATCH])
+            for r in rows:
+                raw.setdefault(r["instance_uuid"], []).append((r["key"], r["value"]))
+        return raw
+
+    async def _parse_image_rows(
+        self, cell: _Cell, raw: Mapping[str, list[tuple[str, str | None]]], *, full: bool
+    ) -> dict[str, ImageProps]:
+        """Rows -> shared parsed properties; instances without image properties are left
+        out. A full read starts a fresh pool (reusing the old objects) so it never grows."""
+        pool = _PropsPool() if full else cell.image_pool
+        reuse = cell.image_pool if full else None
+        out: dict[str, ImageProps] = {}
+        for i, (uuid, rows) in enumerate(raw.items()):
+            props = pool.parse(frozenset(rows), reuse)
+            if props:
+                out[uuid] = props
+            if i % (16 * CHUNK) == 16 * CHUNK - 1:
+                await asyncio.sleep(0)
+        if full:
+            cell.image_pool = pool
+        return out
+
+    def _apply_image_props(self, cell: _Cell, read: _PropsRead | None) -> set[str]:
+        """Take a props read (after the pass's instance moves); returns the hosts whose
+        instances' image properties changed."""
+        if read is None or not self._image_props_on:
+            return set()
+        changed: set[str] = set()
+        old = cell.image_props
+        if read.uuids is None:
+            new = {u: p for u, p in read.props.items() if u in cell.inst_host}
+            if not cell.image_props_loaded:  # first load: every host gets its view
+                changed.update(cell.nodes_by_host)
+            for u in old.keys() | new.keys():
+                if old.get(u) is not new.get(u):
+                    host = cell.inst_host.get(u)
+                    if host is not None:
+                        changed.add(host)
+            cell.image_props = new
+            cell.image_props_loaded = True
+            cell.image_props_full_needed = False
+        else:
+            for u in read.uuids:
+                p = read.props.get(u) if u in cell.inst_host else None
+                if old.get(u) is not p:
+                    if p is None:
+                        old.pop(u, None)
+                    else:
+                        old[u] = p
+                    host = cell.inst_host.get(u)
+                    if host is not None:
+                        changed.add(host)
+        return changed
+
     async def _apply_full(
         self,
         cell: _Cell,
         services: list[tuple[int, str, ServiceInfo | None]],
         nodes: _NodeRead,
         insts: dict[str, str | None],
+        props: _PropsRead | None = None,
     ) -> None:
         new_services = {host: svc for _, host, svc in services if svc is not None}
         snaps = nodes.snaps
@@ -942,6 +1165,7 @@ class HostStateCache:
                 await asyncio.sleep(0)
         for h in [h for h, s in cell.host_insts.items() if not s]:
             del cell.host_insts[h]
+        moved_hosts |= self._apply_image_props(cell, props)
         for u, snap in snaps.items():
             hs = cell.table.get(u)
             if (
@@ -967,6 +1191,7 @@ class HostStateCache:
         services: list[tuple[int, str, ServiceInfo | None]],
         nodes: _NodeRead,
         insts: dict[str, str | None],
+        props: _PropsRead | None = None,
     ) -> None:
         dirty_hosts: set[str] = set()
         dirty_nodes: set[str] = set()
@@ -998,6 +1223,7 @@ class HostStateCache:
             if before != ihost:
                 self._move_instance(cell, u, ihost)
                 dirty_hosts.update(h for h in (before, ihost) if h)
+        dirty_hosts |= self._apply_image_props(cell, props)
         for h in dirty_hosts:
             dirty_nodes |= cell.nodes_by_host.get(h, set())
         # pending assumptions are checked every pass (confirmation / TTL)
@@ -1031,6 +1257,8 @@ class HostStateCache:
         if host is not None:
             cell.inst_host[inst_uuid] = host
             cell.host_insts.setdefault(host, set()).add(inst_uuid)
+        else:  # gone (or hostless): a later appearance re-reads its image properties
+            cell.image_props.pop(inst_uuid, None)
 
     def _cell_for_host(self, host: str) -> _Cell | None:
         uuid = self.cell_of_host(host)
@@ -1049,6 +1277,19 @@ class HostStateCache:
         if self._cells.get(cell.uuid) is not cell:
             return
         fresh = {r["uuid"] for r in rows}
+        images: dict[str, ImageProps] = {}
+        missing = [u for u in fresh if u not in cell.image_props]
+        if self._image_props_on and missing:
+            # instances whose rows may be older than any watermark: read them now
+            try:
+                raw = await self._fetch_image_rows(cell, missing)
+            except DatabaseUnavailable as exc:
+                self.metrics["image_props_failures"] += 1
+                LOG.warning("could not read image properties of host %s: %s", host, exc)
+            else:
+                images = await self._parse_image_rows(cell, raw, full=False)
+            if self._cells.get(cell.uuid) is not cell:
+                return
         for u in list(cell.host_insts.get(host, set())):
             if u not in fresh:
                 self._move_instance(cell, u, None)
@@ -1058,6 +1299,8 @@ class HostStateCache:
             if before is not None:
                 touched.add(before)
             self._move_instance(cell, u, host)
+        if self._image_props_on:
+            cell.image_props.update(images)
         await self._reconcile_hosts(cell, touched, confirm=False)
 
     async def _reconcile_hosts(
@@ -1206,6 +1449,14 @@ class HostStateCache:
             hs.numa_topology = snap.numa_topology
             hs.pci_pools = snap.pci_pools
             hs.updated = snap.updated
+        if self._image_props_on:
+            known = cell.image_props
+            images = {u: p for u in hs.instances if (p := known.get(u)) is not None}
+            hs.extra[IMAGE_PROPS_KEY] = images
+            hs.extra[IMAGE_PROP_COUNTS_KEY] = image_prop_counts(images, images)
+        elif IMAGE_PROPS_KEY in hs.extra or IMAGE_PROP_COUNTS_KEY in hs.extra:
+            hs.extra.pop(IMAGE_PROPS_KEY, None)
+            hs.extra.pop(IMAGE_PROP_COUNTS_KEY, None)
         if touch:
             hs.touch()
 
