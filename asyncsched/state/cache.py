@@ -18,6 +18,11 @@ afresh or left out, logged and counted in ``health()`` (``assumed_unfit``).
 
 Each cell and the API database refresh in their own task: a slow or dead database only makes
 its own part stale (visible in ``health()``), never blocks the others or any read.
+
+While ImagePropertiesWeigher can matter (``rows.image_props_wanted``: config multiplier non-zero
+and the weigher enabled) each cell also keeps its instances' image properties from
+``instance_system_metadata`` and every host gets ``extra["instance_image_props"]`` and
+``extra["instance_image_prop_counts"]``; otherwise that table is never read.
 """
 
 from __future__ import annotations
