@@ -100,20 +100,25 @@ SQL_INSTANCES_OF_HOST = "SELECT uuid FROM instances WHERE host = $1 AND deleted 
 # Instances' image properties (ImagePropertiesWeigher), read only while it can matter. nova
 # hard-deletes system-metadata keys an update drops, so an instance is re-read whole whenever
 # its instances row or any of its image_* rows changed; the full resync catches the rest.
-_IMAGE_KEYS = "key LIKE 'image\\_%'"
+# One row per instance, its image_* rows folded by PostgreSQL into one key-ordered string
+# (key US value RS ...): ten times fewer rows to decode, and identical images give identical
+# strings, parsed once. Keyset pages walk nova's instance_uuid index.
+_IMAGE_KEYS = "key LIKE 'image\\_%' AND value IS NOT NULL AND deleted = 0"
+_KV = "string_agg(key || chr(31) || value, chr(30) ORDER BY key) AS kv"
 SQL_SYSMETA_ALL = (
-    "SELECT id, instance_uuid, key, value FROM instance_system_metadata"
-    f" WHERE deleted = 0 AND {_IMAGE_KEYS} {_PAGE}"
+    f"SELECT instance_uuid, {_KV} FROM instance_system_metadata"
+    f" WHERE {_IMAGE_KEYS} AND instance_uuid > $1"
+    " GROUP BY instance_uuid ORDER BY instance_uuid LIMIT $2"
 )
 SQL_SYSMETA_CHANGED = (
-    f"SELECT DISTINCT instance_uuid FROM instance_system_metadata WHERE {_IMAGE_KEYS}"
+    "SELECT DISTINCT instance_uuid FROM instance_system_metadata WHERE key LIKE 'image\\_%'"
     " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
 )
 SQL_SYSMETA_OF = (
-    "SELECT instance_uuid, key, value FROM instance_system_metadata"
-    f" WHERE deleted = 0 AND {_IMAGE_KEYS} AND instance_uuid = ANY($1::varchar[])"
+    f"SELECT instance_uuid, {_KV} FROM instance_system_metadata"
+    f" WHERE {_IMAGE_KEYS} AND instance_uuid = ANY($1::varchar[]) GROUP BY instance_uuid"
 )
-SYSMETA_PAGE = 20000
+SYSMETA_PAGE = 5000  # instances per page
 SYSMETA_BATCH = 1000  # instance uuids per ANY() query
 
 SQL_API_FINGERPRINT = """
@@ -153,7 +158,15 @@ class _NodeRead:
 
 
 ImageProps = Mapping[str, str]
-RawSysmeta = frozenset[tuple[str, str | None]]
+
+
+def _split_kv(kv: str) -> list[tuple[str, str | None]]:
+    """The folded ``key US value RS ...`` string of SQL_SYSMETA_* back into rows."""
+    out: list[tuple[str, str | None]] = []
+    for item in kv.split("\x1e"):
+        key, _, value = item.partition("\x1f")
+        out.append((key, value))
+    return out
 
 
 @dataclass(eq=False)
@@ -170,15 +183,16 @@ class _PropsPool:
     """Parsed image properties shared between instances: thousands of instances use a
     handful of images, so each distinct set of rows is parsed and stored once."""
 
-    by_raw: dict[RawSysmeta, ImageProps] = field(default_factory=dict)
+    by_raw: dict[str, ImageProps] = field(default_factory=dict)
     by_value: dict[frozenset[tuple[str, str]], ImageProps] = field(default_factory=dict)
 
-    def parse(self, raw: RawSysmeta, reuse: _PropsPool | None = None) -> ImageProps:
+    def parse(self, raw: str, reuse: _PropsPool | None = None) -> ImageProps:
+        """One instance's folded rows -> its shared parsed properties."""
         got = self.by_raw.get(raw)
         if got is None and reuse is not None:
             got = reuse.by_raw.get(raw)
         if got is None:
-            parsed = image_props_from_system_metadata(raw)
+            parsed = image_props_from_system_metadata(_split_kv(raw))
             key = frozenset(parsed.items())
             got = self.by_value.get(key)
             if got is None and reuse is not None:
@@ -1043,16 +1057,16 @@ class HostStateCache:
         and the next pass reads everything again)."""
         try:
             if full or since is None:
-                raw: dict[str, list[tuple[str, str | None]]] = {}
-                last = -1
+                raw: dict[str, str] = {}
+                last = ""
                 while True:
                     rows = await cell.db.fetch(SQL_SYSMETA_ALL, last, SYSMETA_PAGE)
                     for r in rows:
-                        raw.setdefault(r["instance_uuid"], []).append((r["key"], r["value"]))
+                        raw[r[0]] = r[1]
                     await asyncio.sleep(0)
                     if len(rows) < SYSMETA_PAGE:
                         break
-                    last = rows[-1]["id"]
+                    last = rows[-1][0]
                 uuids: set[str] | None = None
             else:
                 uuids = {u for u, host in insts.items() if host is not None}
@@ -1079,28 +1093,25 @@ class HostStateCache:
             props=await self._parse_image_rows(cell, raw, full=uuids is None), uuids=uuids
         )
 
-    async def _fetch_image_rows(
-        self, cell: _Cell, uuids: Iterable[str]
-    ) -> dict[str, list[tuple[str, str | None]]]:
-        """image_* system-metadata rows of these instances (batched ``= ANY``, indexed)."""
-        raw: dict[str, list[tuple[str, str | None]]] = {}
-        todo = list(uuids)
+    async def _fetch_image_rows(self, cell: _Cell, uuids: Iterable[str]) -> dict[str, str]:
+        """Folded image_* system-metadata rows of these instances (batched ANY, indexed)."""
+        raw: dict[str, str] = {}
+        todo = sorted(uuids)
         for i in range(0, len(todo), SYSMETA_BATCH):
             rows = await cell.db.fetch(SQL_SYSMETA_OF, todo[i : i + SYSMETA_BATCH])
-            for r in rows:
-                raw.setdefault(r["instance_uuid"], []).append((r["key"], r["value"]))
+            raw.update((r[0], r[1]) for r in rows)
         return raw
 
     async def _parse_image_rows(
-        self, cell: _Cell, raw: Mapping[str, list[tuple[str, str | None]]], *, full: bool
+        self, cell: _Cell, raw: Mapping[str, str], *, full: bool
     ) -> dict[str, ImageProps]:
         """Rows -> shared parsed properties; instances without image properties are left
         out. A full read starts a fresh pool (reusing the old objects) so it never grows."""
         pool = _PropsPool() if full else cell.image_pool
         reuse = cell.image_pool if full else None
         out: dict[str, ImageProps] = {}
-        for i, (uuid, rows) in enumerate(raw.items()):
-            props = pool.parse(frozenset(rows), reuse)
+        for i, (uuid, kv) in enumerate(raw.items()):
+            props = pool.parse(kv, reuse)
             if props:
                 out[uuid] = props
             if i % (16 * CHUNK) == 16 * CHUNK - 1:
