@@ -11,9 +11,9 @@ path; this per-host method is the semantic reference and what third-party filter
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
@@ -80,6 +80,17 @@ class BaseHostFilter:
         return [passes(s, spec) for s in states]
 
 
+class Verdict(Protocol):
+    """What a candidate check returns (NUMA FitResult, PCI PciCheck)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def code(self) -> str | None: ...
+    @property
+    def detail(self) -> str: ...
+
+
 class JudgedHostFilter(BaseHostFilter):
     """A filter whose verdict carries a human-readable detail (NUMA, PCI).
 
@@ -124,3 +135,47 @@ class JudgedHostFilter(BaseHostFilter):
     def diagnose(self, host: HostCandidate, spec: RequestSpec) -> tuple[str | None, str]:
         """(reason code, human-readable reason) without pruning ``host``'s candidates."""
         return self.judge(host, spec, prune=False)
+
+    def judge_candidates(
+        self,
+        host: HostCandidate,
+        check: Callable[[Mapping[str, Any] | None], Verdict],
+        *,
+        prune: bool,
+        memo_key: Callable[[Mapping[str, Any] | None], Hashable] | None = None,
+    ) -> tuple[str | None, str]:
+        """nova's CandidateFilterMixin: keep the candidates whose provider mapping passes.
+
+        The host fails with the last failing verdict when none remains. Without candidates
+        (the rebuild path) the host itself is judged. ``memo_key`` lets candidates that differ
+        only in what the check ignores share one check.
+        """
+        memo: dict[Hashable, Verdict] = {}
+
+        def judged(mapping: Mapping[str, Any] | None) -> Verdict:
+            if memo_key is None:
+                return check(mapping)
+            key = memo_key(mapping)
+            if key not in memo:
+                memo[key] = check(mapping)
+            return memo[key]
+
+        if not host.allocation_candidates:
+            verdict = judged(None)
+            if verdict.ok:
+                return None, ""
+            return verdict.code or f"{self.reason_prefix}:no-fit", verdict.detail
+        good = []
+        last: Verdict | None = None
+        for cand in host.allocation_candidates:
+            mappings = cand.get("mappings") if isinstance(cand, dict) else None
+            verdict = judged(mappings if isinstance(mappings, dict) else None)
+            if verdict.ok:
+                good.append(cand)
+            else:
+                last = verdict
+        if prune:
+            host.allocation_candidates[:] = good
+        if good or last is None:
+            return None, ""
+        return last.code or f"{self.reason_prefix}:no-fit", last.detail

@@ -14,7 +14,7 @@ sentence per host cell that nova never tells operators.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from asyncsched.objects.models import InstancePCIRequest, NUMATopologyLimits, RequestSpec
 from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
@@ -65,42 +65,20 @@ class NUMATopologyFilter(JudgedHostFilter):
             network_metadata=spec.network_metadata,
         )
         requests = _pci_requests(spec)
-        cache: dict[Any, FitResult] = {}
 
         def fit(mapping: Mapping[str, Sequence[str]] | None) -> FitResult:
-            key = candidate_pci_key(requests, mapping)
-            got = cache.get(key)
-            if got is None:
-                got = numa_fit_instance_to_host(
-                    topo,
-                    requested,
-                    limits=limits,
-                    pci_requests=requests,
-                    pci_pools=state.pci_pools,
-                    provider_mapping=mapping,
-                )
-                cache[key] = got
-            return got
+            return numa_fit_instance_to_host(
+                topo,
+                requested,
+                limits=limits,
+                pci_requests=requests,
+                pci_pools=state.pci_pools,
+                provider_mapping=mapping,
+            )
 
-        if host.allocation_candidates:
-            good = []
-            last: FitResult | None = None
-            for cand in host.allocation_candidates:
-                mappings = cand.get("mappings") if isinstance(cand, dict) else None
-                result = fit(mappings if isinstance(mappings, dict) else None)
-                if result.ok:
-                    good.append(cand)
-                else:
-                    last = result
-            if prune:
-                host.allocation_candidates[:] = good
-            if not good:
-                assert last is not None
-                return last.code or "numa:no-fit", last.detail
-        else:
-            result = fit(None)
-            if not result.ok:
-                return result.code or "numa:no-fit", result.detail
-        if prune:
+        code, detail = self.judge_candidates(
+            host, fit, prune=prune, memo_key=lambda m: candidate_pci_key(requests, m)
+        )
+        if code is None and prune:
             host.limits["numa_topology"] = limits
-        return None, ""
+        return code, detail

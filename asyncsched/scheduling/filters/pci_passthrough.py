@@ -8,11 +8,11 @@ nova. Without candidates (rebuild, forced hosts) the host itself is judged.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
-from asyncsched.scheduling.pci.stats import PciCheck, candidate_pci_key, pci_check_requests
+from asyncsched.scheduling.pci.stats import candidate_pci_key, pci_check_requests
 
 
 class PciPassthroughFilter(JudgedHostFilter):
@@ -34,30 +34,9 @@ class PciPassthroughFilter(JudgedHostFilter):
         pools = host.state.pci_pools
         if not pools:
             return "pci:no-devices", "the host reports no PCI device pools"
-        cache: dict[Any, PciCheck] = {}
-
-        def check(mapping: Any) -> PciCheck:
-            key = candidate_pci_key(requests, mapping)
-            got = cache.get(key)
-            if got is None:
-                got = pci_check_requests(pools, requests, provider_mapping=mapping)
-                cache[key] = got
-            return got
-
-        if not host.allocation_candidates:
-            result = check(None)
-            return result.code, result.detail
-        good = []
-        last = PciCheck()
-        for cand in host.allocation_candidates:
-            mappings = cand.get("mappings") if isinstance(cand, dict) else None
-            result = check(mappings if isinstance(mappings, dict) else None)
-            if result.ok:
-                good.append(cand)
-            else:
-                last = result
-        if prune:
-            host.allocation_candidates[:] = good
-        if not good:
-            return last.code or "pci:no-fit", last.detail
-        return None, ""
+        return self.judge_candidates(
+            host,
+            lambda mapping: pci_check_requests(pools, requests, provider_mapping=mapping),
+            prune=prune,
+            memo_key=lambda m: candidate_pci_key(requests, m),
+        )
