@@ -6,11 +6,12 @@ and the chance driver and the filter scheduler share one contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.placement.claims import Claimer
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 
@@ -36,18 +37,11 @@ class HostCache(Protocol):
     async def release(self, host: HostState, instance_uuid: str) -> None: ...
 
 
-class Placement(Protocol):
-    """The parts of asyncsched.placement.client.PlacementClient the scheduler uses."""
+class Placement(Claimer, Protocol):
+    """The parts of asyncsched.placement.client.PlacementClient the scheduler uses.
+
+    Claims and rollback are what a ClaimBatch needs (``Claimer``); the scheduler also asks
+    for candidates.
+    """
 
     async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
-    async def claim(
-        self,
-        consumer_uuid: str,
-        allocation_request: Mapping[str, Any],
-        *,
-        project_id: str,
-        user_id: str,
-        allocation_request_version: str = ...,
-        may_have_allocations: bool = ...,
-    ) -> bool: ...
-    async def rollback(self, consumer_uuids: Iterable[str]) -> None: ...
