@@ -147,15 +147,19 @@ def _resolve(
 def load_filters(config: Config) -> list[BaseHostFilter]:
     """Instantiate ``enabled_filters`` in order; raises ConfigError (unknown name, bad config)."""
     fs = config.filter_scheduler
-    available = _resolve(
-        fs.available_filters,
-        option="available_filters",
-        base=BaseHostFilter,
-        package=filters_pkg,
-        all_names=ALL_FILTERS,
-        group=FILTER_GROUP,
-        nova_prefix="nova.scheduler.filters.",
-    )
+
+    def resolve(names: Iterable[str], option: str) -> list[type[BaseHostFilter]]:
+        return _resolve(
+            names,
+            option=option,
+            base=BaseHostFilter,
+            package=filters_pkg,
+            all_names=ALL_FILTERS,
+            group=FILTER_GROUP,
+            nova_prefix="nova.scheduler.filters.",
+        )
+
+    available = resolve(fs.available_filters, "available_filters")
     by_name = {c.__name__: c for c in available}
     classes: list[type[BaseHostFilter]] = []
     for name in fs.enabled_filters:
@@ -163,17 +167,7 @@ def load_filters(config: Config) -> list[BaseHostFilter]:
         if short in by_name:
             classes.append(by_name[short])
             continue
-        classes.extend(
-            _resolve(
-                [name],
-                option="enabled_filters",
-                base=BaseHostFilter,
-                package=filters_pkg,
-                all_names=ALL_FILTERS,
-                group=FILTER_GROUP,
-                nova_prefix="nova.scheduler.filters.",
-            )
-        )
+        classes.extend(resolve([name], "enabled_filters"))
     out: list[BaseHostFilter] = []
     for cls in classes:
         try:
