@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import uuid
@@ -226,7 +225,7 @@ class RPCServer:
             if uid:
                 self._inflight.pop(uid, None)
         if uid:
-            self._cache.put(uid, outcome, size=_outcome_size(outcome))
+            self._cache.put(uid, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
         await self._finish(message, incoming, outcome)
@@ -348,11 +347,3 @@ class RPCServer:
                 address.reply_q,
                 request_id,
             )
-
-
-def _outcome_size(outcome: Outcome) -> int:
-    """Roughly the bytes a cached reply holds (its JSON length)."""
-    size = len(outcome.failure or "")
-    if outcome.result is not None:
-        size += len(json.dumps(outcome.result, default=str))
-    return size
