@@ -190,16 +190,12 @@ class BrokerLink:
                 )
                 return True
             except aiormq.exceptions.PublishError:
-                if loop.time() + RETURN_RETRY_INTERVAL > deadline:
-                    return False
-                await asyncio.sleep(RETURN_RETRY_INTERVAL)
-            except asyncio.CancelledError:
-                raise
+                pass  # returned: no such reply queue (yet)
             except Exception as exc:
                 LOG.debug("Publish to %s failed (%s); retrying", routing_key, exc)
-                if loop.time() + RETURN_RETRY_INTERVAL > deadline:
-                    return False
-                await asyncio.sleep(RETURN_RETRY_INTERVAL)
+            if loop.time() + RETURN_RETRY_INTERVAL > deadline:
+                return False
+            await asyncio.sleep(RETURN_RETRY_INTERVAL)
 
     # ---------------------------------------------------------------------------------------
     # Supervision.
