@@ -35,7 +35,7 @@ from aiormq.abc import AbstractChannel as AbstractUnderlayChannel
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import BrokerHost, TransportURL
 from asyncsched.rpc import wire
-from asyncsched.rpc.topology import QueueDecl, Topology
+from asyncsched.rpc.topology import ExchangeDecl, QueueDecl, Topology
 
 LOG = logging.getLogger("asyncsched.rpc")
 
@@ -278,14 +278,15 @@ class BrokerLink:
         publisher = await _open_channel(connection, publisher_confirms=True, on_return_raises=True)
         publisher.close_callbacks.add(on_close)
         topo = self._topology
-        channels: dict[str, tuple[AbstractChannel, AbstractExchange]] = {}
-        for kind, exchange in (("topic", topo.control_exchange), ("fanout", topo.fanout_exchange)):
+        # One consuming channel per exchange: the topic queues (calls and casts) and the fanout.
+        channels: dict[ExchangeDecl, tuple[AbstractChannel, AbstractExchange]] = {}
+        for exchange in (topo.control_exchange, topo.fanout_exchange):
             ch = await _open_channel(connection)
             ch.close_callbacks.add(on_close)
             underlay: AbstractUnderlayChannel = await ch.get_underlay_channel()
             underlay.on_consumer_cancel_callbacks.add(on_cancel)
             await ch.set_qos(prefetch_count=self._prefetch)
-            channels[kind] = (
+            channels[exchange] = (
                 ch,
                 await ch.declare_exchange(
                     exchange.name,
@@ -296,7 +297,7 @@ class BrokerLink:
             )
         consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
         for decl in topo.queues:
-            ch, bound_to = channels[decl.kind]
+            ch, bound_to = channels[decl.exchange]
             queue = await ch.declare_queue(
                 decl.name,
                 durable=decl.durable,

@@ -60,11 +60,15 @@ def test_default_topology_matches_a_real_nova_scheduler() -> None:
     assert (f.name, f.type, f.durable, f.auto_delete) == ("scheduler_fanout", "fanout", False, True)
     topic, server, fanout = topo.queues
     assert (topic.name, topic.routing_key, topic.exchange) == ("scheduler", "scheduler", c)
-    assert (server.name, server.routing_key) == ("scheduler.sched-1", "scheduler.sched-1")
+    assert (server.name, server.routing_key, server.exchange) == (
+        "scheduler.sched-1",
+        "scheduler.sched-1",
+        c,
+    )
     for q in (topic, server):
         assert q.durable is False and q.auto_delete is False and dict(q.arguments) == {}
     assert fanout.name.startswith("scheduler_fanout_") and len(fanout.name) == 17 + 32
-    assert fanout.exchange == f and fanout.routing_key == "scheduler" and fanout.kind == "fanout"
+    assert fanout.exchange == f and fanout.routing_key == "scheduler"
     assert fanout.durable is False and fanout.auto_delete is False
     assert dict(fanout.arguments) == {"x-expires": 1800000}
 
