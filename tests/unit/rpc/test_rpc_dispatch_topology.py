@@ -208,3 +208,20 @@ def test_reply_cache_bounds_memory() -> None:
     assert len(cache) == 1 and cache.get("huge") is not None and cache.bytes == 5000
     cache.put("huge", Outcome(result="z"), size=10)
     assert cache.bytes == 10
+
+
+def test_method_table_serves_exactly_what_the_dispatcher_admits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncsched.rpc.methods import method_table
+
+    table = method_table(None, None)  # building only binds them; nothing is called
+    for endpoint in dispatcher.ENDPOINTS:
+        assert set(table[endpoint.name]) == endpoint.methods
+    grown = replace(
+        dispatcher.SCHEDULER_ENDPOINT,
+        methods=dispatcher.SCHEDULER_ENDPOINT.methods | {"new_method"},
+    )
+    monkeypatch.setattr(dispatcher, "ENDPOINTS", (grown, dispatcher.BASEAPI_ENDPOINT))
+    with pytest.raises(RuntimeError, match="new_method"):
+        method_table(None, None)
