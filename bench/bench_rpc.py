@@ -33,9 +33,9 @@ from oslo_config import cfg
 from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.integration.rpc.conftest import make_config
-from tests.integration.rpc.decisions import RecordingEvents
+from tests.support.decisions import RecordingEvents
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 
 SELECTIONS = [
     [

@@ -36,15 +36,7 @@ sys.path.insert(0, str(ROOT))
 warnings.simplefilter("ignore")  # eventlet deprecation noise from oslo.messaging
 
 from asyncsched.objects.models import InstanceGroup, Selection  # noqa: E402
-from tests.fixtures.nova_db import NovaDB  # noqa: E402
-from tests.fixtures.oslo_caller import (  # noqa: E402
-    OsloSchedulerClient,
-    fake_nova_exception,
-    request_spec,
-    request_spec_primitive,
-)
-from tests.fixtures.placement_server import PlacementServer  # noqa: E402
-from tests.integration.e2e.cloud import (  # noqa: E402
+from tests.support.cloud import (  # noqa: E402
     AggregatePlan,
     Cloud,
     HostPlan,
@@ -53,7 +45,15 @@ from tests.integration.e2e.cloud import (  # noqa: E402
     decode_reply,
     seed_cloud,
 )
-from tests.unit.service.sdnotify_listener import NotifyListener  # noqa: E402
+from tests.support.notify_listener import NotifyListener  # noqa: E402
+from tests.support.nova_db import NovaDB  # noqa: E402
+from tests.support.oslo_caller import (  # noqa: E402
+    OsloSchedulerClient,
+    fake_nova_exception,
+    request_spec,
+    request_spec_primitive,
+)
+from tests.support.placement_server import PlacementServer  # noqa: E402
 
 SIZES = [  # (label, vcpus, memory MB, disk GB)
     ("small", 32, 131072, 2000),

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pytest
 import pytest_asyncio
 
-from tests.fixtures.nova_db import NovaDB
-from tests.fixtures.placement_server import PlacementServer
-from tests.integration.e2e.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
+from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
+from tests.support.nova_db import NovaDB
+from tests.support.placement_server import PlacementServer
 
 
 def rabbitmqctl(*args: str) -> None:

@@ -24,21 +24,21 @@ from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.objects.models import Aggregate, InstanceGroup, Selection
 from asyncsched.service import Service
-from tests.fixtures.oslo_caller import (
-    OsloSchedulerClient,
-    fake_nova_exception,
-    request_spec,
-    request_spec_primitive,
-)
-from tests.fixtures.placement_server import PlacementServer
 from tests.integration.e2e.checks import allocations, check_allocations, check_selections
-from tests.integration.e2e.cloud import (
+from tests.integration.e2e.conftest import SeededStack, rabbitmqctl
+from tests.support.cloud import (
     Cloud,
     config_file_text,
     daemon_config,
     decode_reply,
 )
-from tests.integration.e2e.conftest import SeededStack, rabbitmqctl
+from tests.support.oslo_caller import (
+    OsloSchedulerClient,
+    fake_nova_exception,
+    request_spec,
+    request_spec_primitive,
+)
+from tests.support.placement_server import PlacementServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -25,15 +25,15 @@ import pytest
 import pytest_asyncio
 
 from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
-from tests.fixtures.oslo_caller import (
+from tests.integration.e2e.checks import check_allocations, check_selections
+from tests.integration.e2e.conftest import SeededStack
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.notify_listener import NotifyListener
+from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     request_spec_primitive,
 )
-from tests.integration.e2e.checks import check_allocations, check_selections
-from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
-from tests.integration.e2e.conftest import SeededStack
-from tests.unit.service.sdnotify_listener import NotifyListener
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -1,1 +1,1 @@
-from tests.fixtures.placement_server import placement_server  # noqa: F401
+from tests.support.placement_server import placement_server  # noqa: F401

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.nova_db import NovaDB
-from tests.fixtures.placement_server import PlacementServer
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support.notify_listener import NotifyListener
+from tests.support.nova_db import NovaDB
+from tests.support.placement_server import PlacementServer
 
 pytestmark = pytest.mark.integration
 
