@@ -138,11 +138,14 @@ async def relay(seeded: SeededStack) -> AsyncIterator[Relay]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def serve(
-    seeded: SeededStack, relay: Relay, amqp_url: str, tmp_path_factory: pytest.TempPathFactory
+    seeded: SeededStack,
+    relay: Relay,
+    module_amqp_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Daemon]:
     tmp = tmp_path_factory.mktemp("serve")
     config = daemon_config(
-        transport_url=amqp_url,
+        transport_url=module_amqp_url,
         api_url=seeded.db.api_url,
         placement=replace(
             PlacementOptions(),
@@ -173,8 +176,8 @@ async def serve(
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
-    c = OsloSchedulerClient(amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
+    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
     try:
         yield c
     finally:

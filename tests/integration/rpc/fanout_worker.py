@@ -15,7 +15,7 @@ from typing import Any
 
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
-from tests.integration.rpc.conftest import make_config
+from tests.support.broker import make_config
 from tests.support.decisions import RecordingScheduler
 
 

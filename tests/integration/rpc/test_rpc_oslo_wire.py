@@ -26,7 +26,7 @@ from oslo_config import cfg
 from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate
 from asyncsched.rpc.server import RPCServer
-from tests.integration.rpc.conftest import close_connections, list_json, make_config, rabbitmqctl
+from tests.support.broker import close_connections, list_json, make_config, rabbitmqctl
 from tests.support.decisions import RecordingEvents, RecordingScheduler
 from tests.support.oslo_caller import (
     OsloSchedulerClient,

@@ -38,11 +38,10 @@ from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.support.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
-from tests.support.placement_server import PlacementServer, placement_server
+from tests.support.placement_server import PlacementServer
 from tests.unit.numa.numa_data import dedicated_cell, guest, pci_request
 
 pytestmark = pytest.mark.integration
-__all__ = ["placement_server"]  # the module-scoped real Placement fixture
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 MIB_2 = 2048  # KiB

@@ -1,1 +1,0 @@
-from tests.support.placement_server import placement_server  # noqa: F401
