@@ -43,7 +43,7 @@ from tests.support.broker import RABBITMQCTL, make_config
 from tests.support.decisions import CELL, RecordingEvents
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stops_broker]
 
 T = TypeVar("T")
 
