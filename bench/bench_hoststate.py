@@ -25,7 +25,7 @@ import asyncpg
 
 from asyncsched.state.cache import SQL_SERVICES_ALL, HostStateCache
 from asyncsched.state.rows import node_snapshot, service_info
-from tests.fixtures.nova_db import NodeSpec, NovaDB, stats_json, utcnow
+from tests.support.nova_db import NodeSpec, NovaDB, stats_json, utcnow
 
 CANDIDATES = 1000  # [scheduler] max_placement_results
 

@@ -15,7 +15,7 @@ from asyncsched.conf.options import Config, DefaultOptions
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, Flavor, RequestSpec
 from asyncsched.state.cache import HostStateCache
-from tests.fixtures.nova_db import NodeSpec, NovaDB, old, pci_stats_json, stats_json
+from tests.support.nova_db import NodeSpec, NovaDB, old, pci_stats_json, stats_json
 
 pytestmark = pytest.mark.integration
 

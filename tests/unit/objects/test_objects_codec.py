@@ -17,7 +17,7 @@ from asyncsched.objects.models import (
     SchedulerLimits,
     Selection,
 )
-from tests.fixtures.oslo_caller import request_spec as model_spec
+from tests.support.oslo_caller import request_spec as model_spec
 from tests.unit.objects import nova_primitives as P
 
 

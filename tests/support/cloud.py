@@ -29,10 +29,10 @@ from asyncsched.conf.options import (
     PlacementOptions,
 )
 from asyncsched.objects.models import Selection
-from tests.fixtures.nova_db import NodeSpec, NovaDB
-from tests.fixtures.placement_server import Seeder
+from tests.support.nova_db import NodeSpec, NovaDB
+from tests.support.placement_server import Seeder
 
-# The request_spec() helper of tests.fixtures.oslo_caller asks for this trait (flavor extra
+# The request_spec() helper of tests.support.oslo_caller asks for this trait (flavor extra
 # spec trait:HW_CPU_X86_AVX2=required); every seeded provider has it.
 HOST_TRAITS = ("HW_CPU_X86_AVX2",)
 

@@ -1,8 +1,9 @@
-"""Real RabbitMQ for the RPC integration tests: one throwaway vhost per test.
+"""The local RabbitMQ for tests, benchmarks and the demo: rabbitmqctl and throwaway vhosts.
 
-The ``scheduler`` queue name is fixed by nova, so tests that ran side by side in one vhost
-would steal each other's calls; a uuid-named vhost isolates them and is deleted afterwards
-(with every queue and exchange in it).
+The ``scheduler`` queue name is fixed by nova, so runs side by side in one vhost would steal
+each other's calls; a uuid-named vhost isolates them and is deleted afterwards (with every
+queue and exchange in it). Plain functions, no pytest: the fixtures are in
+``tests/integration/conftest.py``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
-
-import pytest
 
 from asyncsched.conf.options import (
     AsyncschedOptions,
@@ -59,25 +59,37 @@ def close_connections(connection_name: str, reason: str = "test: forced close") 
     return closed
 
 
-@pytest.fixture
-def vhost() -> Iterator[str]:
-    name = f"asyncsched-rpc-{uuid.uuid4().hex[:12]}"
+def add_vhost(name: str) -> None:
+    """Create vhost ``name`` with full permissions for guest."""
     rabbitmqctl("add_vhost", name)
+    rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+
+
+def delete_vhost(name: str) -> None:
+    """Delete vhost ``name`` and everything in it; never raises (cleanup path)."""
+    subprocess.run([RABBITMQCTL, "-q", "delete_vhost", name], capture_output=True, timeout=60)
+
+
+@contextmanager
+def throwaway_vhost(prefix: str) -> Iterator[str]:
+    """A uuid-named vhost ``<prefix>-<hex>`` for the block, deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
     try:
-        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        add_vhost(name)
         yield name
     finally:
-        subprocess.run([RABBITMQCTL, "-q", "delete_vhost", name], capture_output=True, timeout=60)
+        delete_vhost(name)
 
 
-@pytest.fixture
 def amqp_url(vhost: str) -> str:
+    """The transport_url of the local broker's ``vhost`` (guest/guest)."""
     return f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
 
 
 def make_config(
     url: str, host: str = "sched-test", max_concurrent: int = 16, **rabbit: Any
 ) -> Config:
+    """An asyncsched config for broker ``url`` that reconnects quickly (tests, bench)."""
     return Config(
         default=replace(DefaultOptions(), transport_url=url, host=host),
         oslo_messaging_rabbit=replace(

@@ -268,7 +268,7 @@ def test_reference_sample_request_spec_end_to_end() -> None:
     import json
 
     from asyncsched.objects.codec import decode_request_spec
-    from tests.reference import SAMPLES
+    from tests.support.reference import SAMPLES
 
     sample = SAMPLES / "request_spec.json"
     s = decode_request_spec(json.loads(sample.read_text())["spec_obj"])

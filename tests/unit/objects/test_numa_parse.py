@@ -17,7 +17,7 @@ from asyncsched.objects.host_resources import (
     parse_pci_pools,
     pci_pools_primitive,
 )
-from tests.unit.numa.numa_data import DATA, GIB_KB
+from tests.unit.resources.numa.numa_data import DATA, GIB_KB
 
 
 def test_seed_topology_fields() -> None:
