@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from asyncsched.objects.cpu_spec import parse_cpu_spec
+
 
 @dataclass(frozen=True, slots=True)
 class NUMAPagesTopology:
@@ -144,29 +146,6 @@ def _int_set(value: Any, what: str) -> frozenset[int]:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"{what}: expected a list of integers")
     return frozenset(_int(v, what) for v in value)
-
-
-def parse_cpu_spec(spec: str) -> frozenset[int]:
-    """nova's CPU range syntax: ``"0-3,^2,8"``. Malformed -> ValueError."""
-    include: set[int] = set()
-    exclude: set[int] = set()
-    for raw in spec.split(","):
-        rule = raw.strip()
-        if not rule:
-            continue
-        negate = rule.startswith("^")
-        if negate:
-            rule = rule[1:].strip()
-        if "-" in rule:
-            lo_s, _, hi_s = rule.partition("-")
-            lo, hi = int(lo_s), int(hi_s)
-            if lo > hi:
-                raise ValueError(f"invalid CPU range {raw!r}")
-            cpus = set(range(lo, hi + 1))
-        else:
-            cpus = {int(rule)}
-        (exclude if negate else include).update(cpus)
-    return frozenset(include - exclude)
 
 
 def _parse_pages(obj: Any) -> NUMAPagesTopology:

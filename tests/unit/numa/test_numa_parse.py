@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from asyncsched.objects.cpu_spec import parse_cpu_spec
 from asyncsched.objects.host_resources import (
     HostNUMACell,
     HostNUMATopology,
     NUMAPagesTopology,
     PciDevicePool,
     host_numa_topology_primitive,
-    parse_cpu_spec,
     parse_host_numa_topology,
     parse_pci_pools,
     pci_pools_primitive,
