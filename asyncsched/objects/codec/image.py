@@ -1,10 +1,15 @@
-"""Image metadata: ImageMeta/ImageMetaProps primitives and the glance-style legacy dict."""
+"""Image metadata: ImageMeta/ImageMetaProps primitives and the glance-style legacy dict.
+
+Which names are fields, which are legacy spellings and which type each field has is
+:mod:`asyncsched.objects.image_props`'s business; this module only reads values strictly.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from asyncsched.objects import image_props as rules
 from asyncsched.objects.codec.primitives import (
     NAME,
     as_dict,
@@ -23,22 +28,14 @@ Reader = Callable[[Any, str], Any]
 TYPED_PROPS = tuple(n for n in ImageMetaProps.__dataclass_fields__ if n != "other")
 
 
-# The typed fields that are not strings.
-_PROP_READERS: dict[str, Reader] = {
-    "hw_maxphysaddr_bits": opt_int,
-    "hw_numa_nodes": opt_int,
-    "hw_virtio_packed_ring": opt_bool,
-    "hw_mem_encryption": opt_bool,
-    "hw_ephemeral_encryption": opt_bool,
-}
-
-# Glance property names nova maps to ImageMetaProps fields (ImageMetaProps._legacy_property_map).
-_LEGACY_IMAGE_PROPS = {
-    "architecture": "hw_architecture",
-    "hypervisor_type": "img_hv_type",
-    "vm_mode": "hw_vm_mode",
-    "hypervisor_version_requires": "img_hv_requested_version",
-}
+def prop_reader(name: str) -> Reader:
+    """The strict reader for a typed ImageMetaProps field, by nova's type for it."""
+    kind = rules.field_kind(name)
+    if kind == "bool":
+        return opt_bool
+    if kind == "int":
+        return opt_int
+    return opt_str
 
 
 def decode_image_props(value: Any, path: str = "image.properties") -> ImageMetaProps:
@@ -54,8 +51,7 @@ def image_props_from_fields(d: Mapping[str, Any], path: str) -> ImageMetaProps:
         if key == "traits_required":
             kwargs[key] = str_set(val, f"{path}.{key}")
         elif key in TYPED_PROPS:
-            reader: Reader = _PROP_READERS.get(key, opt_str)
-            kwargs[key] = reader(val, f"{path}.{key}")
+            kwargs[key] = prop_reader(key)(val, f"{path}.{key}")
         elif val is not None:
             other[key] = val
     return ImageMetaProps(**kwargs, other=other)
@@ -87,16 +83,17 @@ def decode_image(value: Any, path: str = "image") -> ImageMeta:
 
 
 def glance_props_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Glance's property dict -> field names: legacy names mapped, ``trait:X=required`` is a
-    trait."""
-    fields: dict[str, Any] = {}
-    traits = set()
+    """Glance's property dict -> nova's field names, by ``ImageMetaProps.from_dict``'s rules:
+    legacy names first, current names override them, ``trait:X=required`` becomes a trait.
+    Names nova does not know stay (newer fields); the legacy spellings do not."""
+    fields = rules.from_legacy_names(raw)
+    traits: list[str] = []
     for key, val in raw.items():
-        if key.startswith("trait:"):
-            if str(val).strip().lower() == "required":
-                traits.add(key[len("trait:") :])
-            continue
-        fields[_LEGACY_IMAGE_PROPS.get(key, key)] = val
+        if key.startswith(rules.TRAIT_PREFIX):
+            if rules.is_required_trait(key, val):
+                traits.append(key[len(rules.TRAIT_PREFIX) :])
+        elif key not in rules.LEGACY_IMAGE_PROPS and key != rules.VMWARE_ADAPTER_TYPE:
+            fields[key] = val
     if traits:
         fields["traits_required"] = sorted(traits)
     return fields
