@@ -2,7 +2,8 @@
 
 The daemon decodes requests and encodes selections (``asyncsched.objects.codec``); building a
 RequestSpec, an aggregate, an instance list or a context the way nova-conductor and the
-computes send them is the callers' side, so it lives here.
+computes send them, and the compute node rows' NUMA topology and PCI pools, is the callers'
+side, so it lives here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from asyncsched.objects.codec import encode_limits, encode_network_metadata, wrap
 from asyncsched.objects.codec.image import TYPED_PROPS
+from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import (
     Aggregate,
     Destination,
@@ -28,6 +30,11 @@ from asyncsched.objects.models import (
     RequestSpec,
     SchedulerRetries,
 )
+
+
+def _sorted_wrap(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A primitive with its changes sorted, as the compute node rows were always seeded."""
+    return wrap(name, data, sorted(data))
 
 
 def encode_aggregate(agg: Aggregate) -> dict[str, Any]:
@@ -324,3 +331,66 @@ def encode_context(ctx: RequestContext) -> dict[str, Any]:
         }
     )
     return out
+
+
+def _cell_primitive(c: HostNUMACell) -> dict[str, Any]:
+    return _sorted_wrap(
+        "NUMACell",
+        {
+            "id": c.id,
+            "cpuset": sorted(c.cpuset),
+            "pcpuset": sorted(c.pcpuset),
+            "memory": c.memory,
+            "cpu_usage": c.cpu_usage,
+            "memory_usage": c.memory_usage,
+            "pinned_cpus": sorted(c.pinned_cpus),
+            "siblings": [sorted(s) for s in c.siblings],
+            "mempages": [
+                _sorted_wrap(
+                    "NUMAPagesTopology",
+                    {
+                        "size_kb": p.size_kb,
+                        "total": p.total,
+                        "used": p.used,
+                        "reserved": p.reserved,
+                    },
+                )
+                for p in c.mempages
+            ],
+            "network_metadata": _sorted_wrap(
+                "NetworkMetadata",
+                {
+                    "physnets": sorted(c.network_metadata_physnets),
+                    "tunneled": c.network_metadata_tunneled,
+                },
+            ),
+            "socket": c.socket,
+        },
+    )
+
+
+def host_numa_topology_primitive(topo: HostNUMATopology) -> dict[str, Any]:
+    """HostNUMATopology -> NUMATopology 1.2 object primitive (json.dumps it for the DB)."""
+    return _sorted_wrap("NUMATopology", {"cells": [_cell_primitive(c) for c in topo.cells]})
+
+
+def pci_pools_primitive(pools: Sequence[PciDevicePool]) -> dict[str, Any]:
+    """Pools -> PciDevicePoolList 1.1 object primitive (json.dumps it for the DB)."""
+    return _sorted_wrap(
+        "PciDevicePoolList",
+        {
+            "objects": [
+                _sorted_wrap(
+                    "PciDevicePool",
+                    {
+                        "product_id": p.product_id,
+                        "vendor_id": p.vendor_id,
+                        "numa_node": p.numa_node,
+                        "tags": dict(p.tags),
+                        "count": p.count,
+                    },
+                )
+                for p in pools
+            ]
+        },
+    )

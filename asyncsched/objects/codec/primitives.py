@@ -49,6 +49,12 @@ OBJECT_VERSIONS: dict[str, str] = {
     "AggregateList": "1.3",
     "InstanceList": "2.6",
     "Instance": "2.8",
+    # What compute nodes store in compute_nodes.numa_topology and .pci_stats.
+    "NUMATopology": "1.2",
+    "NUMACell": "1.5",
+    "NUMAPagesTopology": "1.1",
+    "PciDevicePoolList": "1.1",
+    "PciDevicePool": "1.1",
 }
 
 # Nested primitives deeper than this are refused (a hostile message could nest forever).

@@ -18,7 +18,6 @@ import pytest
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
     PciDevicePool,
-    host_numa_topology_primitive,
     parse_host_numa_topology,
     parse_pci_pools,
 )
@@ -39,6 +38,7 @@ from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.fixtures.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
 from tests.fixtures.placement_server import PlacementServer, placement_server
+from tests.support.nova_objects import host_numa_topology_primitive
 from tests.unit.numa.numa_data import dedicated_cell, guest, pci_request
 
 pytestmark = pytest.mark.integration

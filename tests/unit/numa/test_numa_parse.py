@@ -12,11 +12,10 @@ from asyncsched.objects.host_resources import (
     HostNUMATopology,
     NUMAPagesTopology,
     PciDevicePool,
-    host_numa_topology_primitive,
     parse_host_numa_topology,
     parse_pci_pools,
-    pci_pools_primitive,
 )
+from tests.support.nova_objects import host_numa_topology_primitive, pci_pools_primitive
 from tests.unit.numa.numa_data import DATA, GIB_KB
 
 
