@@ -30,6 +30,7 @@ import aio_pika
 import aiormq.exceptions
 
 from asyncsched.conf.options import Config
+from asyncsched.conf.transport_url import BrokerHost, parse_transport_url
 from asyncsched.exceptions import NovaException, NoValidHost
 from asyncsched.logs import request_context
 from asyncsched.objects import codec
@@ -38,7 +39,6 @@ from asyncsched.rpc import dispatcher, wire
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.reply_cache import Outcome, ReplyCache
 from asyncsched.rpc.topology import QueueDecl, Topology, build_topology, prefetch_count
-from asyncsched.rpc.transport_url import BrokerHost, parse_transport_url
 
 # Lines logged while a request is handled carry its ids through asyncsched.logs; the messages
 # below also name the request id so they stand alone in any log format.

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from asyncsched.conf.options import OsloMessagingRabbitOptions
+from asyncsched.conf.transport_url import BrokerHost, parse_transport_url
 from asyncsched.exceptions import ConfigError
 from asyncsched.rpc import dispatcher
 from asyncsched.rpc.reply_cache import Outcome, ReplyCache
 from asyncsched.rpc.topology import build_topology, prefetch_count, queue_arguments
-from asyncsched.rpc.transport_url import BrokerHost, parse_transport_url
 
 RABBIT = OsloMessagingRabbitOptions()
 
