@@ -406,7 +406,7 @@ def _check_special(section: str, name: str, value: Any) -> Any:
 
 
 def _check_transport_url(value: str) -> None:
-    """Validate with the parser the RPC server uses, so what loads is what it can use."""
+    """Validate with the parser the RPC server uses, so what loads is what it can connect to."""
     try:
         parse_transport_url(value)
     except ConfigError as exc:

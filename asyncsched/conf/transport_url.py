@@ -1,4 +1,8 @@
-"""oslo ``transport_url`` parsing: several brokers for failover, a vhost, optional TLS."""
+"""oslo ``[DEFAULT] transport_url`` parsing: several brokers for failover, a vhost, optional TLS.
+
+Lives in conf so the loader validates the option with the same parser the RPC server connects
+with; it imports nothing above conf.
+"""
 
 from __future__ import annotations
 
