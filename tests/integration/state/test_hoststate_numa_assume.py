@@ -18,7 +18,6 @@ import pytest
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
     PciDevicePool,
-    host_numa_topology_primitive,
     parse_host_numa_topology,
     parse_pci_pools,
 )
@@ -38,6 +37,7 @@ from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.support.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
+from tests.support.nova_objects import host_numa_topology_primitive
 from tests.support.placement_server import PlacementServer
 from tests.unit.resources.numa.numa_data import dedicated_cell, guest, pci_request
 

@@ -6,17 +6,16 @@ import json
 
 import pytest
 
+from asyncsched.objects.cpu_spec import parse_cpu_spec
 from asyncsched.objects.host_resources import (
     HostNUMACell,
     HostNUMATopology,
     NUMAPagesTopology,
     PciDevicePool,
-    host_numa_topology_primitive,
-    parse_cpu_spec,
     parse_host_numa_topology,
     parse_pci_pools,
-    pci_pools_primitive,
 )
+from tests.support.nova_objects import host_numa_topology_primitive, pci_pools_primitive
 from tests.unit.resources.numa.numa_data import DATA, GIB_KB
 
 

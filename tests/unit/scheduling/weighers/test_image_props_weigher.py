@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from asyncsched.objects.image_props import canonical_image_props
 from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
@@ -21,7 +22,6 @@ from asyncsched.state.host_state import HostState
 from asyncsched.state.rows import (
     IMAGE_PROP_COUNTS_KEY,
     IMAGE_PROPS_KEY,
-    canonical_image_props,
     image_prop_counts,
     image_props_from_system_metadata,
     image_props_wanted,
