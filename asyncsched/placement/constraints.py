@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from asyncsched.common.strings import bool_from_string
 from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import Flavor, ImageMetaProps
-
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 
 CPU_POLICIES = ("shared", "dedicated", "mixed")
 CPU_THREAD_POLICIES = ("prefer", "isolate", "require")
@@ -25,13 +24,6 @@ MEM_ENCRYPTION_TRAITS = {
     "amd-sev-snp": "HW_CPU_X86_AMD_SEV_SNP",
 }
 EPHEMERAL_ENCRYPTION_FORMATS = ("plain", "luks", "luksv2")
-
-
-def bool_from_string(value: Any) -> bool:
-    """oslo strutils.bool_from_string, non-strict."""
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in _TRUE_STRINGS
 
 
 def _invalid(msg: str) -> NoValidHost:

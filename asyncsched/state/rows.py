@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from asyncsched.common.strings import bool_from_string
 from asyncsched.conf.options import Config, DefaultOptions
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
@@ -268,7 +269,6 @@ SM_SKIP_KEYS = frozenset(
     {"mappings", "block_device_mapping", "img_mappings", "img_block_device_mapping"}
 )
 NUMA_NODES_MAX = 128
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 
 # ImageMetaProps fields (nova 1.43) by how their value is coerced.
 _BOOL_PROPS = frozenset(
@@ -443,7 +443,7 @@ def image_prop_str(name: str, value: Any) -> str | None:
         return None
     try:
         if name in _BOOL_PROPS:
-            flag = value if isinstance(value, bool) else str(value).strip().lower() in _TRUE_STRINGS
+            flag = bool_from_string(value)
             return str(flag)
         if name in _INT_PROPS:
             return str(int(value))
