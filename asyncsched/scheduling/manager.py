@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
@@ -37,7 +38,7 @@ from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
-from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
+from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
@@ -163,7 +164,7 @@ class SchedulerManager:
         cache: HostCache,
         placement: Placement,
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
     ) -> None:
