@@ -27,13 +27,17 @@ from asyncsched.conf.dsn import redact_url
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, PlacementError
 from asyncsched.placement.auth import Auth, make_auth
+from asyncsched.placement.microversions import (
+    CANDIDATES_VERSION,
+    CONSUMER_GENERATION_VERSION,
+    CONSUMER_TYPE_VERSION,
+    at_least,
+    version_tuple,
+)
 from asyncsched.placement.query import ResourceRequest
 
 LOG = logging.getLogger(__name__)
 
-CANDIDATES_VERSION = "1.36"  # what nova uses for GET /allocation_candidates and the claim
-CONSUMER_GENERATION_VERSION = "1.28"
-CONSUMER_TYPE_VERSION = "1.38"
 DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
@@ -62,11 +66,6 @@ class PlacementHTTPError(PlacementError):
 
 class _Retry(Exception):
     """A resource-provider generation race: nova retries the claim locally."""
-
-
-def version_tuple(version: str) -> tuple[int, int]:
-    major, _, minor = version.partition(".")
-    return int(major), int(minor or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +211,7 @@ class PlacementClient:
             key=version_tuple,
             default="1.0",
         )
-        if version_tuple(max_version) < version_tuple(CANDIDATES_VERSION):
+        if not at_least(max_version, CANDIDATES_VERSION):
             raise PlacementError(
                 f"Placement at {self.endpoint} supports microversions up to {max_version}; "
                 f"asyncsched needs {CANDIDATES_VERSION}"
@@ -243,9 +242,7 @@ class PlacementClient:
         return redact_url(self._endpoint or self._options.endpoint_override or "?")
 
     def supports(self, version: str) -> bool:
-        return self.max_version is not None and version_tuple(self.max_version) >= version_tuple(
-            version
-        )
+        return self.max_version is not None and at_least(self.max_version, version)
 
     def health(self) -> dict[str, Any]:
         s = self._stats
@@ -518,10 +515,9 @@ class PlacementClient:
                 payload = _doubled_up(current_allocs, allocation_request)
         payload["project_id"] = project_id
         payload["user_id"] = user_id
-        vt = version_tuple(version)
-        if vt >= version_tuple(CONSUMER_GENERATION_VERSION):
+        if at_least(version, CONSUMER_GENERATION_VERSION):
             payload["consumer_generation"] = consumer_generation
-        if vt >= version_tuple(CONSUMER_TYPE_VERSION):
+        if at_least(version, CONSUMER_TYPE_VERSION):
             payload["consumer_type"] = consumer_type
         status, body = await self._request(
             "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"

@@ -17,6 +17,7 @@ from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NoValidHost, PlacementError
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import build_resource_request
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.scheduling.servicegroup import service_is_up
@@ -76,7 +77,7 @@ class ChanceScheduler:
         hosts = self._up_hosts(spec)
         claims = instance_uuids is not None and not spec.is_rebuild
         by_rp: dict[str, list[dict[str, Any]]] = {}
-        version = "1.36"
+        version = CANDIDATES_VERSION
         if claims:
             try:
                 request = build_resource_request(spec, self.config)

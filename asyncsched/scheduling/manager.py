@@ -34,6 +34,7 @@ from asyncsched.objects.models import (
     Selection,
 )
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
 from asyncsched.scheduling.chance import ChanceScheduler
@@ -341,7 +342,7 @@ class SchedulerManager:
             concurrency=config.asyncsched.claim_concurrency,
             project_id=project_id,
             user_id=user_id,
-            allocation_request_version=req.version or "1.36",
+            allocation_request_version=req.version or CANDIDATES_VERSION,
         )
         skip_filters = hosts.apply_host_rules(spec)
         index = 0
