@@ -143,6 +143,12 @@ class HostColumns:
             arr[slot] = read(s)
         self.gen[slot] = s.generation
 
+    def _write_rows(self, rows: IntArray, states: list[HostState]) -> None:
+        """Rebuild many rows: one list pass and one numpy store per column."""
+        for arr, read in self._writers:
+            arr[rows] = list(map(read, states))
+        self.gen[rows] = list(map(_GEN, states))
+
     def slots(self, states: Sequence[HostState]) -> IntArray:
         """Row numbers of ``states`` with every stale row rebuilt."""
         n = len(states)
@@ -161,8 +167,8 @@ class HostColumns:
         idx = np.fromiter(got, dtype=np.intp, count=n)  # type: ignore[arg-type]
         gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
         stale = np.flatnonzero(self.gen[idx] != gens)
-        for i in stale.tolist():
-            self._write(int(idx[i]), states[i])
+        if len(stale):
+            self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
         return idx
 
     def refresh(self, state: HostState) -> None:

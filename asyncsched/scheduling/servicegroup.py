@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from asyncsched.common.clock import as_utc
 from asyncsched.state.host_state import ServiceInfo
 
+_NAN = float("nan")
+
 
 def heartbeat(svc: ServiceInfo) -> datetime | None:
     """The service's last sign of life (nova: ``last_seen_up or created_at``)."""
@@ -21,8 +23,12 @@ def heartbeat(svc: ServiceInfo) -> datetime | None:
 
 def heartbeat_ts(svc: ServiceInfo | None) -> float:
     """:func:`heartbeat` as a UTC timestamp; NaN when there is none."""
-    beat = heartbeat(svc) if svc is not None else None
-    return as_utc(beat).timestamp() if beat is not None else float("nan")
+    if svc is None:
+        return _NAN
+    beat = heartbeat(svc)
+    if beat is None:
+        return _NAN
+    return as_utc(beat).timestamp()
 
 
 def service_is_up(svc: ServiceInfo, now: datetime, down_time: timedelta) -> bool:
