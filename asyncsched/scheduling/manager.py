@@ -338,7 +338,7 @@ class SchedulerManager:
         project_id = spec.project_id or req.ctx.project_id or ""
         user_id = spec.user_id or req.ctx.user_id or ""
         batch = ClaimBatch(
-            self.placement,  # type: ignore[arg-type]
+            self.placement,
             concurrency=config.asyncsched.claim_concurrency,
             project_id=project_id,
             user_id=user_id,
