@@ -47,6 +47,7 @@ Reasons = dict[str, Counter[str]]
 #: shared and never mutated: a host's list is copied before a plugin may prune it.
 _NO_CANDIDATES: list[dict[str, Any]] = []
 
+
 @dataclass(slots=True)
 class _FilterStep:
     plugin: BaseHostFilter

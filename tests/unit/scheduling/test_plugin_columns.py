@@ -111,3 +111,47 @@ def test_two_different_columns_may_not_share_a_name() -> None:
     cols.register([attribute("free_ram_mb")])  # the same column again is fine
     with pytest.raises(ValueError, match="free_ram_mb"):
         cols.register([Column("free_ram_mb", lambda s: 0.0)])
+
+
+def test_compute_filter_mask_matches_its_per_host_rule() -> None:
+    from datetime import timedelta
+
+    from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+    from asyncsched.state.host_state import ServiceInfo
+
+    naive_now = NOW.replace(tzinfo=None)
+    services: dict[str, ServiceInfo | None] = {
+        "up": ServiceInfo(id=1, host="up", last_seen_up=NOW - timedelta(seconds=10)),
+        "naive-up": ServiceInfo(id=2, host="naive-up", last_seen_up=naive_now),
+        "created-only": ServiceInfo(id=3, host="created-only", created_at=NOW),
+        "no-beat": ServiceInfo(id=4, host="no-beat"),
+        "stale": ServiceInfo(id=5, host="stale", last_seen_up=NOW - timedelta(seconds=61)),
+        "future": ServiceInfo(id=6, host="future", last_seen_up=NOW + timedelta(seconds=61)),
+        "edge": ServiceInfo(id=7, host="edge", last_seen_up=NOW - timedelta(seconds=60)),
+        "forced": ServiceInfo(id=8, host="forced", last_seen_up=NOW, forced_down=True),
+        "disabled": ServiceInfo(id=9, host="disabled", last_seen_up=NOW, disabled=True),
+        "none": None,
+    }
+    hosts = [host(name, service=svc) for name, svc in services.items()]
+    hosts[-1].service = None  # host() fills in a service when given None
+    conf = config(default={"service_down_time": 60})
+    f = ComputeFilter(conf, clock=lambda: NOW)
+    per_host = f.filter_states(hosts, spec())
+    assert dict(zip(services, per_host, strict=True)) == {
+        "up": None,
+        "naive-up": None,
+        "created-only": None,
+        "no-beat": "down",
+        "stale": "down",
+        "future": "down",
+        "edge": None,  # exactly service_down_time away is still up
+        "forced": "down",
+        "disabled": "disabled",
+        "none": "no-service",
+    }
+    mask = f.column_mask()
+    assert mask is not None
+    cols = HostColumns(columns=mask.columns)
+    ok, reasons = mask.run(ColumnView(cols, cols.slots(hosts)), NOW)
+    assert ok.tolist() == [code is None for code in per_host]
+    assert reasons == Counter(code for code in per_host if code is not None)
