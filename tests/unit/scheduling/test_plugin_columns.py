@@ -155,3 +155,12 @@ def test_compute_filter_mask_matches_its_per_host_rule() -> None:
     ok, reasons = mask.run(ColumnView(cols, cols.slots(hosts)), NOW)
     assert ok.tolist() == [code is None for code in per_host]
     assert reasons == Counter(code for code in per_host if code is not None)
+
+
+def test_a_column_registered_later_is_filled_for_known_hosts() -> None:
+    hosts = [host("a", free_ram_mb=1024, num_io_ops=3), host("b", free_ram_mb=2048)]
+    cols = HostColumns(columns=[attribute("free_ram_mb")])
+    slots = cols.slots(hosts)
+    cols.register([attribute("num_io_ops")])  # e.g. SIGHUP enabled IoOpsWeigher
+    assert cols.num["num_io_ops"][cols.slots(hosts)].tolist() == [3.0, 0.0]
+    assert cols.num["free_ram_mb"][slots].tolist() == [1024.0, 2048.0]
