@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from asyncsched.common.strings import bool_from_string
 from asyncsched.objects.cpu_spec import parse_cpu_spec
 
 NUMA_NODES_MAX = 128
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 
 # ImageMetaProps fields (nova 1.43) by how their value is coerced.
 _BOOL_PROPS = frozenset(
@@ -243,7 +243,7 @@ def image_prop_str(name: str, value: Any) -> str | None:
         return None
     try:
         if name in _BOOL_PROPS:
-            flag = value if isinstance(value, bool) else str(value).strip().lower() in _TRUE_STRINGS
+            flag = bool_from_string(value)
             return str(flag)
         if name in _INT_PROPS:
             return str(int(value))

@@ -7,10 +7,11 @@ and the chance driver and the filter scheduler share one contract.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import Claimer
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.host_state import HostState, PlacedNumaPci
@@ -44,4 +45,4 @@ class Placement(Claimer, Protocol):
     for candidates.
     """
 
-    async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates: ...

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
@@ -33,11 +34,12 @@ from asyncsched.objects.models import (
     Selection,
 )
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
-from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
+from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
@@ -163,7 +165,7 @@ class SchedulerManager:
         cache: HostCache,
         placement: Placement,
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
     ) -> None:
@@ -336,11 +338,11 @@ class SchedulerManager:
         project_id = spec.project_id or req.ctx.project_id or ""
         user_id = spec.user_id or req.ctx.user_id or ""
         batch = ClaimBatch(
-            self.placement,  # type: ignore[arg-type]
+            self.placement,
             concurrency=config.asyncsched.claim_concurrency,
             project_id=project_id,
             user_id=user_id,
-            allocation_request_version=req.version or "1.36",
+            allocation_request_version=req.version or CANDIDATES_VERSION,
         )
         skip_filters = hosts.apply_host_rules(spec)
         index = 0

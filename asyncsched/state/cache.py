@@ -34,10 +34,11 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType, TracebackType
 from typing import Any
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
@@ -141,10 +142,6 @@ SQL_HOST_MAPPINGS = (
 SQL_AGGREGATES = "SELECT id, uuid, name FROM aggregates ORDER BY id"
 SQL_AGGREGATE_HOSTS = "SELECT aggregate_id, host FROM aggregate_hosts ORDER BY id"
 SQL_AGGREGATE_METADATA = "SELECT aggregate_id, key, value FROM aggregate_metadata ORDER BY id"
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(eq=False)
@@ -562,7 +559,7 @@ class HostStateCache:
             _apply_assumption(host, a)
             self._rebuild_without_snapshot(host, also=prev)
         host.instances.add(instance_uuid)
-        host.updated = _utcnow()
+        host.updated = utcnow()
         host.touch()
 
     async def release(self, host: HostState, instance_uuid: str) -> None:

@@ -11,9 +11,10 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import as_utc
 from asyncsched.conf.options import Config, DefaultOptions
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
@@ -65,9 +66,7 @@ class NodeSnapshot:
 
 def aware(ts: datetime | None) -> datetime | None:
     """nova stores naive UTC; we hand out timezone-aware UTC datetimes."""
-    if ts is None or ts.tzinfo is not None:
-        return ts
-    return ts.replace(tzinfo=UTC)
+    return None if ts is None else as_utc(ts)
 
 
 def effective_ratio(raw: float | None, override: float | None, initial: float) -> float:

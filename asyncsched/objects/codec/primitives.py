@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from asyncsched.common.strings import TRUE_STRINGS
+
 T = TypeVar("T")
 
 NAME = "nova_object.name"
@@ -122,7 +124,6 @@ def opt_str(value: Any, path: str) -> str | None:
     return None if value is None else as_str(value, path)
 
 
-_TRUE = {"true", "1", "yes", "on", "y", "t"}
 _FALSE = {"false", "0", "no", "off", "n", "f", ""}
 
 
@@ -133,7 +134,7 @@ def as_bool(value: Any, path: str) -> bool:
         return value != 0
     if isinstance(value, str):
         low = value.strip().lower()
-        if low in _TRUE:
+        if low in TRUE_STRINGS:
             return True
         if low in _FALSE:
             return False

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from asyncsched.common.strings import bool_from_string
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import InstanceNUMACell, InstancePCIRequest
 
@@ -34,7 +35,6 @@ DEV_TYPE_VDPA = "vdpa"
 # Matched by Placement, not here (nova's ignored_spec_tags / ignored_pool_tags).
 _IGNORED_SPEC_KEYS = frozenset({"resource_class", "traits", "rp_uuids"})
 _IGNORED_POOL_KEYS = frozenset({"resource_class", "traits", "rp_uuid"})
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class _Pool:
 
 
 def _bool_str(value: Any) -> bool:
-    return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS
+    return isinstance(value, str) and bool_from_string(value)
 
 
 def _lower(v: Any) -> Any:

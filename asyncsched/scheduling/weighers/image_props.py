@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from asyncsched.conf.options import Config
 from asyncsched.objects.image_props import canonical_image_props
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.candidate import HostCandidate
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
 from asyncsched.state.rows import (

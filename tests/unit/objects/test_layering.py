@@ -13,8 +13,13 @@ ROOT = Path(asyncsched.__file__).parent
 
 # package -> the asyncsched modules it may import (itself included)
 ALLOWED = {
-    "objects": ("asyncsched.objects", "asyncsched.conf", "asyncsched.exceptions"),
-    "conf": ("asyncsched.conf", "asyncsched.exceptions"),
+    "objects": (
+        "asyncsched.objects",
+        "asyncsched.conf",
+        "asyncsched.exceptions",
+        "asyncsched.common",
+    ),
+    "conf": ("asyncsched.conf", "asyncsched.exceptions", "asyncsched.common"),
 }
 
 
