@@ -41,7 +41,7 @@ from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.scheduling.numa.consume import place_numa_pci
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 

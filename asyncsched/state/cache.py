@@ -42,7 +42,7 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
-from asyncsched.scheduling.numa.consume import reapply_placed
+from asyncsched.resources.numa.consume import reapply_placed
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.host_state import Assumption, HostState, PlacedNumaPci, ServiceInfo
 from asyncsched.state.rows import (
@@ -524,7 +524,7 @@ class HostStateCache:
     ) -> None:
         """``consume`` for a caller already holding ``host.lock``; nova's arithmetic.
 
-        ``placed`` (from ``scheduling.numa.consume.place_numa_pci``, which already set the
+        ``placed`` (from ``resources.numa.consume.place_numa_pci``, which already set the
         host's NUMA topology and PCI pools) is the instance's NUMA/PCI usage: it is re-applied
         over fresh DB values on every refresh and taken out on release. ``numa_topology`` /
         ``pci_pools`` alone (legacy) are the host's values after the consume, put back as they

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
-from asyncsched.scheduling.pci.stats import candidate_pci_key, pci_check_requests
+from asyncsched.resources.pci.stats import candidate_pci_key, pci_check_requests
 
 
 class PciPassthroughFilter(JudgedHostFilter):

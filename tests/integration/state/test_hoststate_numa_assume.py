@@ -33,8 +33,8 @@ from asyncsched.objects.models import (
 )
 from asyncsched.placement.client import PlacementClient
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.scheduling.numa import numa_usage_from_instance
-from asyncsched.scheduling.numa.consume import place_numa_pci
+from asyncsched.resources.numa import numa_usage_from_instance
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.fixtures.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
