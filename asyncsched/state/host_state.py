@@ -46,11 +46,6 @@ class Assumption:
     disk_mb: int
     vcpus: int
     created: float  # loop.time()
-    # Legacy (callers that pass only host values): the host topology / pools after this
-    # consume, put back as they are on every rebuild. Newer DB values are lost while such an
-    # assumption is pending; callers should pass ``placed`` instead.
-    numa_topology: HostNUMATopology | None = None
-    pci_pools: tuple[PciDevicePool, ...] | None = None
     placed: PlacedNumaPci | None = None  # NUMA/PCI usage, re-applied on every rebuild
     conflict: str | None = None  # why (part of) ``placed`` does not fit the host values now
 
