@@ -26,7 +26,8 @@ and the weigher enabled) each cell also keeps its instances' image properties fr
 
 This class is the façade: lifecycle, loops, reads, consumption, casts and health. The SQL is
 in ``sql``, the readers in ``readers`` and ``images``, a cell's index and its diffing in
-``index``, the pending consumption in ``assumptions``, the API-DB pass in ``api``.
+``index``, the visible host table in ``table``, the pending consumption in ``assumptions``,
+the API-DB pass in ``api``.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -53,49 +53,16 @@ from asyncsched.state.images import (
     CellImages,
     ImageProps,
     PropsRead,
-    fetch_image_rows,
-    parse_image_rows,
     read_image_props,
+    read_props_of,
 )
-from asyncsched.state.index import CellIndex, diff_changes, diff_full
-from asyncsched.state.readers import read_instances, read_nodes, read_services
+from asyncsched.state.index import diff_changes, diff_full
+from asyncsched.state.readers import read_cell
 from asyncsched.state.rows import NodeSnapshot, image_props_wanted
-from asyncsched.state.sql import (
-    CHUNK,
-    SQL_INSTANCES_ALL,
-    SQL_INSTANCES_CHANGED,
-    SQL_INSTANCES_OF_HOST,
-    SQL_NODES_ALL,
-    SQL_NODES_CHANGED,
-    SQL_NOW,
-    SQL_SERVICES_ALL,
-    SQL_SERVICES_CHANGED,
-    WATERMARK_OVERLAP,
-)
+from asyncsched.state.sql import CHUNK, SQL_INSTANCES_OF_HOST, WATERMARK_OVERLAP
+from asyncsched.state.table import Cell, HostTable, db_health, locked
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class _Cell:
-    """Everything the cache knows about one cell; mutated only by the cache."""
-
-    mapping: CellMapping
-    db: NovaDatabase
-    index: CellIndex = field(default_factory=CellIndex)
-    images: CellImages = field(default_factory=CellImages)
-    table: dict[str, HostState] = field(default_factory=dict)  # visible hosts of this cell
-    watermark: datetime | None = None  # naive UTC, DB clock
-    loaded: bool = False
-    last_full: float | None = None
-    last_refresh: float | None = None
-    warned_no_service: set[str] = field(default_factory=set)
-    pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    task: asyncio.Task[None] | None = None
-
-    @property
-    def uuid(self) -> str:
-        return self.mapping.uuid
 
 
 class HostStateCache:
@@ -116,9 +83,8 @@ class HostStateCache:
         self._api_lock = asyncio.Lock()
         self._api_loaded = False
         self._api_last_full: float | None = None
-        self._cells: dict[str, _Cell] = {}
-        self._by_uuid: dict[str, HostState] = {}
-        self._by_host: dict[str, dict[str, HostState]] = {}
+        self._table = HostTable()
+        self._cells = self._table.cells  # the same dict, shorter
         self._host_cell: dict[str, str] = {}  # host_mappings: host -> cell uuid
         self._aggs = AggregateIndex()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -245,36 +211,8 @@ class HostStateCache:
         """Staleness and age per database, counts, assumption metrics, last errors."""
         now = self._clock()
 
-        def db_health(db: NovaDatabase | None, loaded: bool) -> dict[str, Any]:
-            if db is None:
-                return {"stale": True, "age": None, "loaded": False, "last_error": None}
-            return {
-                "stale": db.failures > 0 or not loaded,
-                "age": None if db.last_ok is None else round(now - db.last_ok, 3),
-                "loaded": loaded,
-                "consecutive_failures": db.failures,
-                "down_for": None if db.failed_since is None else round(now - db.failed_since, 3),
-                "retry_in": round(db.retry_delay, 3),
-                "last_error": db.last_error,
-            }
-
-        cells = {}
-        for cell in self._cells.values():
-            h = db_health(cell.db, cell.loaded)
-            h.update(
-                name=cell.mapping.name,
-                hosts=len(cell.table),
-                last_full_age=None if cell.last_full is None else round(now - cell.last_full, 3),
-                image_props={
-                    "wanted": self._image_props_on,
-                    "loaded": cell.index.image_props_loaded,
-                    "instances": len(cell.index.image_props),
-                    "images": len(cell.images.pool.by_value),
-                    "last_error": cell.images.error,
-                },
-            )
-            cells[cell.uuid] = h
-        api = db_health(self._api, self._api_loaded)
+        cells = {c.uuid: c.health(now, self._image_props_on) for c in self._cells.values()}
+        api = db_health(self._api, self._api_loaded, now)
         stale = api["stale"] or any(c["stale"] for c in cells.values())
         ready = self._api_loaded and all(c.loaded for c in self._cells.values())
         return {
@@ -283,11 +221,11 @@ class HostStateCache:
             "stale": stale,
             "api": api,
             "cells": cells,
-            "hosts": len(self._by_uuid),
+            "hosts": len(self._table.by_uuid),
             "aggregates": len(self._aggs.aggs),
-            "assumed": sum(len(h.assumed) for h in self._by_uuid.values()),
+            "assumed": sum(len(h.assumed) for h in self._table.by_uuid.values()),
             "assumed_unfit": sum(
-                1 for h in self._by_uuid.values() for a in h.assumed.values() if a.conflict
+                1 for h in self._table.by_uuid.values() for a in h.assumed.values() if a.conflict
             ),
             **self.metrics,
         }
@@ -295,16 +233,16 @@ class HostStateCache:
     # ---- reads ------------------------------------------------------------------------------
 
     def get_by_uuid(self, uuid: str) -> HostState | None:
-        return self._by_uuid.get(uuid)
+        return self._table.by_uuid.get(uuid)
 
     def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
         """Hosts for Placement's provider-summary keys; unknown uuids (nested RPs, other
         clouds, nodes not loaded yet) are skipped."""
-        get = self._by_uuid.get
+        get = self._table.by_uuid.get
         return [h for h in map(get, uuids) if h is not None]
 
     def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]:
-        nodes = self._by_host.get(host)
+        nodes = self._table.by_host.get(host)
         if not nodes:
             return []
         if node is None:
@@ -317,7 +255,7 @@ class HostStateCache:
         return [] if cell is None else list(cell.table.values())
 
     def all_hosts(self) -> list[HostState]:
-        return list(self._by_uuid.values())
+        return list(self._table.by_uuid.values())
 
     def cells(self) -> list[CellMapping]:
         """Enabled cells, cell0 excluded."""
@@ -519,7 +457,7 @@ class HostStateCache:
             await asyncio.sleep(self._delay(self._api))
             await self._guarded(self._api_pass(full=self._full_due(self._api_last_full)))
 
-    async def _cell_loop(self, cell: _Cell) -> None:
+    async def _cell_loop(self, cell: Cell) -> None:
         while not self._closed and self._cells.get(cell.uuid) is cell:
             await asyncio.sleep(self._delay(cell.db))
             recovering = cell.db.failures > 0 or not cell.loaded
@@ -535,7 +473,7 @@ class HostStateCache:
         except Exception:
             LOG.exception("host-state refresh pass failed")
 
-    def _start_cell_loop(self, cell: _Cell) -> None:
+    def _start_cell_loop(self, cell: Cell) -> None:
         if self._running and not self._closed and cell.task is None:
             cell.task = self._spawn(self._cell_loop(cell))
 
@@ -586,7 +524,7 @@ class HostStateCache:
                 except ConfigError as exc:
                     LOG.error("cell %s: %s; ignored", uuid, exc)
                     continue
-                cell = _Cell(mapping=mapping, db=db)
+                cell = Cell(mapping=mapping, db=db)
                 self._cells[uuid] = cell
                 if self._running:  # a new cell while running: load it now
                     self._start_cell_loop(cell)
@@ -594,12 +532,12 @@ class HostStateCache:
             else:
                 cell.mapping = mapping
 
-    async def _drop_cell(self, cell: _Cell) -> None:
+    async def _drop_cell(self, cell: Cell) -> None:
         self._cells.pop(cell.uuid, None)
         if cell.task is not None:
             cell.task.cancel()
         for uuid in list(cell.table):
-            self._remove_host(cell, uuid)
+            self._table.remove(cell, uuid)
         self._spawn(cell.db.close())
 
     async def _apply_aggregates(self, new: dict[int, Aggregate]) -> None:
@@ -607,37 +545,23 @@ class HostStateCache:
 
     async def _refresh_host_aggregates(self, hosts: Iterable[str]) -> None:
         for i, (h, aggs) in enumerate(self._aggs.recompute(hosts).items()):
-            for hs in list(self._by_host.get(h, {}).values()):
+            for hs in list(self._table.by_host.get(h, {}).values()):
                 if hs.aggregates != aggs:
-                    await self._locked(hs, _set_aggregates, aggs)
+                    await locked(hs, _set_aggregates, aggs)
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 
     # ---- internals: cell databases -----------------------------------------------------
 
-    async def _cell_pass(self, cell: _Cell, *, full: bool) -> None:
+    async def _cell_pass(self, cell: Cell, *, full: bool) -> None:
         if self._cells.get(cell.uuid) is not cell:
             return
         async with cell.pass_lock:
             full = full or cell.watermark is None
             db, index = cell.db, cell.index
+            wm = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
             try:
-                now_rows = await db.fetch(SQL_NOW)
-                db_now: datetime = now_rows[0]["now"]
-                if full:
-                    services, nodes, insts = await asyncio.gather(
-                        read_services(db, index, SQL_SERVICES_ALL),
-                        read_nodes(db, index, cell.uuid, SQL_NODES_ALL),
-                        read_instances(db, SQL_INSTANCES_ALL),
-                    )
-                else:
-                    assert cell.watermark is not None
-                    wm = cell.watermark - WATERMARK_OVERLAP
-                    services, nodes, insts = await asyncio.gather(
-                        read_services(db, index, SQL_SERVICES_CHANGED, wm),
-                        read_nodes(db, index, cell.uuid, SQL_NODES_CHANGED, wm),
-                        read_instances(db, SQL_INSTANCES_CHANGED, wm),
-                    )
+                read = await read_cell(db, index, cell.uuid, None if full else wm)
             except DatabaseUnavailable as exc:
                 db.mark_failed(exc)
                 self.metrics["refresh_failures"] += 1
@@ -646,14 +570,13 @@ class HostStateCache:
             # such table) discards the pool and must not take the host data down with it.
             props: PropsRead | None = None
             if self._image_props_on:
-                since = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
                 props = await read_image_props(
                     db,
                     cell.images,
                     cell.mapping.name or cell.uuid,
-                    insts,
+                    read.insts,
                     full=full or cell.images.full_needed,
-                    since=since,
+                    since=wm,
                     metrics=self.metrics,
                 )
             if self._cells.get(cell.uuid) is not cell:
@@ -663,33 +586,35 @@ class HostStateCache:
             elif props is not None and props.uuids is None:
                 cell.images.full_needed = False
             if full:
-                dirty = diff_full(index, cell.table, services, nodes, insts, props)
+                dirty = diff_full(index, cell.table, read.services, read.nodes, read.insts, props)
                 await self._reconcile_nodes(cell, dirty)
                 cell.last_full = self._clock()
                 self.metrics["full_resyncs"] += 1
             else:
-                changes = diff_changes(index, cell.table, services, nodes, insts, props)
+                changes = diff_changes(
+                    index, cell.table, read.services, read.nodes, read.insts, props
+                )
                 await self._reconcile_nodes(cell, changes.dirty)
                 for i, (u, h) in enumerate(changes.heartbeats.items()):
                     hs = cell.table.get(u)
                     if hs is not None:
-                        await self._locked(hs, _set_service, index.services.get(h))
+                        await locked(hs, _set_service, index.services.get(h))
                     if i % CHUNK == CHUNK - 1:
                         await asyncio.sleep(0)
-            cell.watermark = db_now
+            cell.watermark = read.db_now
             cell.loaded = True
             cell.last_refresh = self._clock()
             self.metrics["refresh_passes"] += 1
             db.mark_ok()
 
-    def _cell_for_host(self, host: str) -> _Cell | None:
+    def _cell_for_host(self, host: str) -> Cell | None:
         uuid = self.cell_of_host(host)
         if uuid is None:
             LOG.debug("instance info for host %s, which is in no known cell; ignored", host)
             return None
         return self._cells.get(uuid)
 
-    async def _reload_host_instances(self, cell: _Cell, host: str) -> None:
+    async def _reload_host_instances(self, cell: Cell, host: str) -> None:
         """Re-read one host's instance uuids from its cell (nova's _recreate_instance_info)."""
         try:
             rows = await cell.db.fetch(SQL_INSTANCES_OF_HOST, host)
@@ -704,13 +629,7 @@ class HostStateCache:
         missing = [u for u in fresh if u not in index.image_props]
         if self._image_props_on and missing:
             # instances whose rows may be older than any watermark: read them now
-            try:
-                raw = await fetch_image_rows(cell.db, missing)
-            except DatabaseUnavailable as exc:
-                self.metrics["image_props_failures"] += 1
-                LOG.warning("could not read image properties of host %s: %s", host, exc)
-            else:
-                images = await parse_image_rows(cell.images, raw, full=False)
+            images = await read_props_of(cell.db, cell.images, missing, host, self.metrics)
             if self._cells.get(cell.uuid) is not cell:
                 return
         for u in list(index.host_insts.get(host, set())):
@@ -722,69 +641,10 @@ class HostStateCache:
         await self._reconcile_nodes(cell, index.nodes_of(touched), confirm=False)
 
     async def _reconcile_nodes(
-        self, cell: _Cell, uuids: Iterable[str], *, confirm: bool = True
+        self, cell: Cell, uuids: Iterable[str], *, confirm: bool = True
     ) -> None:
-        """Make the visible table match the cell's snapshots + services for these nodes.
-
-        ``confirm``: this follows a read of compute_nodes, so an assumed instance that is now
-        listed on its host is counted in the node's row and the assumption can go. Casts
-        pass False: a compute's instance list can arrive before we re-read its usage."""
-        for i, uuid in enumerate(uuids):
-            snap = cell.index.snaps.get(uuid)
-            service = cell.index.services.get(snap.host) if snap is not None else None
-            hs = cell.table.get(uuid)
-            if snap is None or service is None:
-                if snap is not None and snap.uuid not in cell.warned_no_service:
-                    cell.warned_no_service.add(snap.uuid)
-                    LOG.warning(
-                        "no nova-compute service for compute node %s (host %s); skipped",
-                        snap.nodename,
-                        snap.host,
-                    )
-                if hs is not None:
-                    self._remove_host(cell, uuid)
-                continue
-            cell.warned_no_service.discard(uuid)
-            if hs is not None and (hs.host, hs.nodename) != (snap.host, snap.nodename):
-                self._remove_host(cell, uuid)
-                hs = None
-            if hs is None:
-                other = self._by_uuid.get(uuid)
-                if other is not None and other.cell_uuid != cell.uuid:
-                    LOG.warning("compute node %s appears in two cells; using %s", uuid, cell.uuid)
-                    ocell = self._cells.get(other.cell_uuid)
-                    if ocell is not None:
-                        self._remove_host(ocell, uuid)
-                hs = HostState(
-                    uuid=uuid, host=snap.host, nodename=snap.nodename, cell_uuid=cell.uuid
-                )
-                cell.table[uuid] = hs
-                self._by_uuid[uuid] = hs
-                self._by_host.setdefault(hs.host, {})[hs.nodename] = hs
-            await self._locked(hs, self._rebase, cell, snap, service, True, confirm)
-            if i % CHUNK == CHUNK - 1:
-                await asyncio.sleep(0)
-
-    def _remove_host(self, cell: _Cell, uuid: str) -> None:
-        hs = cell.table.pop(uuid, None)
-        if hs is None:
-            return
-        if self._by_uuid.get(uuid) is hs:
-            del self._by_uuid[uuid]
-        nodes = self._by_host.get(hs.host)
-        if nodes is not None and nodes.get(hs.nodename) is hs:
-            del nodes[hs.nodename]
-            if not nodes:
-                del self._by_host[hs.host]
-        hs.touch()
-
-    async def _locked(self, hs: HostState, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(hs, *args)`` under ``hs.lock``; no await at all when it is free."""
-        if hs.lock.locked():
-            async with hs.lock:
-                fn(hs, *args)
-        else:
-            fn(hs, *args)
+        """Rebuild these nodes of ``cell`` (see ``HostTable.reconcile``)."""
+        await self._table.reconcile(cell, uuids, partial(self._rebase, touch=True, confirm=confirm))
 
     def _rebase_host(self, hs: HostState) -> bool:
         """Recompute a host from its snapshot and pending assumptions (caller holds lock).
@@ -794,15 +654,16 @@ class HostStateCache:
         if cell is None or snap is None:
             return False
         service = cell.index.services.get(hs.host, hs.service)
-        self._rebase(hs, cell, snap, service, False, False)
+        self._rebase(hs, cell, snap, service, touch=False, confirm=False)
         return True
 
     def _rebase(
         self,
         hs: HostState,
-        cell: _Cell,
+        cell: Cell,
         snap: NodeSnapshot,
         service: ServiceInfo | None,
+        *,
         touch: bool,
         confirm: bool,
     ) -> None:

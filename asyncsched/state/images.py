@@ -160,3 +160,21 @@ async def read_image_props(
         images.error = None
     metrics["image_props_reads"] += 1
     return PropsRead(props=await parse_image_rows(images, raw, full=uuids is None), uuids=uuids)
+
+
+async def read_props_of(
+    db: NovaDatabase,
+    images: CellImages,
+    uuids: Iterable[str],
+    host: str,
+    metrics: dict[str, int],
+) -> dict[str, ImageProps]:
+    """The image properties of these instances of ``host``; {} when the read failed
+    (logged and counted)."""
+    try:
+        raw = await fetch_image_rows(db, uuids)
+    except DatabaseUnavailable as exc:
+        metrics["image_props_failures"] += 1
+        LOG.warning("could not read image properties of host %s: %s", host, exc)
+        return {}
+    return await parse_image_rows(images, raw, full=False)

@@ -8,12 +8,25 @@ unchanged rows compare by identity in the diff (``index``).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
 from asyncsched.state.rows import node_snapshot, service_info
-from asyncsched.state.sql import CHUNK, INSTANCE_PAGE, NODE_PAGE
+from asyncsched.state.sql import (
+    CHUNK,
+    INSTANCE_PAGE,
+    NODE_PAGE,
+    SQL_INSTANCES_ALL,
+    SQL_INSTANCES_CHANGED,
+    SQL_NODES_ALL,
+    SQL_NODES_CHANGED,
+    SQL_NOW,
+    SQL_SERVICES_ALL,
+    SQL_SERVICES_CHANGED,
+)
 
 
 async def read_services(
@@ -91,3 +104,34 @@ async def read_instances(db: NovaDatabase, sql: str, *args: Any) -> dict[str, st
         if len(rows) < INSTANCE_PAGE:
             return out
         last = rows[-1]["id"]
+
+
+@dataclass(frozen=True, slots=True)
+class CellRead:
+    """One pass over a cell database: everything (``since`` None) or the rows changed since."""
+
+    db_now: datetime  # naive UTC, the next watermark
+    services: list[ServiceRow]
+    nodes: NodeRead
+    insts: dict[str, str | None]
+
+
+async def read_cell(
+    db: NovaDatabase, index: CellIndex, cell_uuid: str, since: datetime | None
+) -> CellRead:
+    """Services, nodes and instances read in parallel. Raises ``DatabaseUnavailable``."""
+    now_rows = await db.fetch(SQL_NOW)
+    db_now: datetime = now_rows[0]["now"]
+    if since is None:
+        services, nodes, insts = await asyncio.gather(
+            read_services(db, index, SQL_SERVICES_ALL),
+            read_nodes(db, index, cell_uuid, SQL_NODES_ALL),
+            read_instances(db, SQL_INSTANCES_ALL),
+        )
+    else:
+        services, nodes, insts = await asyncio.gather(
+            read_services(db, index, SQL_SERVICES_CHANGED, since),
+            read_nodes(db, index, cell_uuid, SQL_NODES_CHANGED, since),
+            read_instances(db, SQL_INSTANCES_CHANGED, since),
+        )
+    return CellRead(db_now, services, nodes, insts)
