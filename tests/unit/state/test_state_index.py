@@ -124,7 +124,7 @@ def test_changes_service_gone_new_host_and_stale_delete() -> None:
 
 
 def test_changes_node_deleted_moved_and_instances() -> None:
-    index, table, n1, n2 = loaded()
+    index, table, _, n2 = loaded()
     moved = replace(n2, host="a")
     got = diff_changes(index, table, [], read(moved, deleted=("n1",)), {"i3": "b", "i1": None})
     # n1 deleted, n2 moved to a; i3 lands on b (no node left there), i1 left a
