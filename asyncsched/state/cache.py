@@ -26,8 +26,8 @@ and the weigher enabled) each cell also keeps its instances' image properties fr
 
 This class is the façade: lifecycle, loops, reads, consumption, casts and health. The SQL is
 in ``sql``, the readers in ``readers`` and ``images``, a cell's index and its diffing in
-``index``, the visible host table in ``table``, the pending consumption in ``assumptions``,
-the API-DB pass in ``api``.
+``index``, the visible host table and host rebuilds in ``table``, the pending consumption in
+``assumptions``, the API-DB pass in ``api``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -46,9 +45,9 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.state import assumptions
-from asyncsched.state.api import AggregateIndex, api_pass, wanted_cells
+from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.host_state import HostState, PlacedNumaPci, ServiceInfo
+from asyncsched.state.host_state import HostState, PlacedNumaPci
 from asyncsched.state.images import (
     CellImages,
     ImageProps,
@@ -56,11 +55,10 @@ from asyncsched.state.images import (
     read_image_props,
     read_props_of,
 )
-from asyncsched.state.index import diff_changes, diff_full
 from asyncsched.state.readers import read_cell
-from asyncsched.state.rows import NodeSnapshot, image_props_wanted
-from asyncsched.state.sql import CHUNK, SQL_INSTANCES_OF_HOST, WATERMARK_OVERLAP
-from asyncsched.state.table import Cell, HostTable, db_health, locked
+from asyncsched.state.rows import image_props_wanted
+from asyncsched.state.sql import SQL_INSTANCES_OF_HOST, WATERMARK_OVERLAP
+from asyncsched.state.table import Cell, HostTable, Live, db_health
 
 LOG = logging.getLogger(__name__)
 
@@ -75,7 +73,6 @@ class HostStateCache:
     name = "hoststate"
 
     def __init__(self, config: Config, *, clock: Callable[[], float] | None = None) -> None:
-        self._config = config
         self._clock: Callable[[], float] = clock or time.monotonic
         self._rng = random.Random()
         self._api: NovaDatabase | None = None
@@ -83,16 +80,12 @@ class HostStateCache:
         self._api_lock = asyncio.Lock()
         self._api_loaded = False
         self._api_last_full: float | None = None
-        self._table = HostTable()
-        self._cells = self._table.cells  # the same dict, shorter
         self._host_cell: dict[str, str] = {}  # host_mappings: host -> cell uuid
-        self._aggs = AggregateIndex()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._api_task: asyncio.Task[None] | None = None
         self._started = False
         self._running = False  # start() finished its initial load; loops are running
         self._closed = False
-        self._image_props_on = image_props_wanted(config)
         self.metrics: dict[str, int] = {
             "assumptions_confirmed": 0,
             "assumptions_expired": 0,
@@ -105,6 +98,13 @@ class HostStateCache:
             "image_props_reads": 0,
             "image_props_failures": 0,
         }
+        self._live = Live(config, self._clock, self.metrics, image_props_wanted(config))
+        self._table = HostTable(self._live)
+        self._cells = self._table.cells  # the same dict, shorter
+
+    @property
+    def _config(self) -> Config:
+        return self._live.config
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class HostStateCache:
     def reconfigure(self, config: Config) -> None:
         """Take a new config (SIGHUP): intervals apply at the next tick, allocation-ratio
         defaults are re-applied to every host, changed DB settings reconnect."""
-        old, self._config = self._config, config
+        old, self._live.config = self._live.config, config
         a, b = old.asyncsched, config.asyncsched
         db_changed = (a.db_pool_size, a.db_query_timeout, a.db_reconnect_max) != (
             b.db_pool_size,
@@ -179,10 +179,10 @@ class HostStateCache:
                 cell.db = self._new_db(old_db.name, old_db.url)
                 self._spawn(old_db.close())
         if old.default != config.default and self._started:
-            self._spawn(self._reapply_all())
+            self._spawn(self._table.reapply_all())
         wanted = image_props_wanted(config)
-        if wanted != self._image_props_on:
-            self._image_props_on = wanted
+        if wanted != self._live.image_props_on:
+            self._live.image_props_on = wanted
             LOG.info(
                 "instances' image properties %s (ImagePropertiesWeigher %s)",
                 "will be loaded" if wanted else "dropped",
@@ -197,7 +197,7 @@ class HostStateCache:
                     for cell in list(self._cells.values()):
                         self._spawn(self._guarded(self._cell_pass(cell, full=False)))
                 else:
-                    self._spawn(self._reapply_all())
+                    self._spawn(self._table.reapply_all())
 
     async def refresh(self, *, full: bool = False) -> None:
         """One refresh pass of the API DB and every cell now (tests, SIGHUP). Never raises
@@ -211,7 +211,7 @@ class HostStateCache:
         """Staleness and age per database, counts, assumption metrics, last errors."""
         now = self._clock()
 
-        cells = {c.uuid: c.health(now, self._image_props_on) for c in self._cells.values()}
+        cells = {c.uuid: c.health(now, self._live.image_props_on) for c in self._cells.values()}
         api = db_health(self._api, self._api_loaded, now)
         stale = api["stale"] or any(c["stale"] for c in cells.values())
         ready = self._api_loaded and all(c.loaded for c in self._cells.values())
@@ -222,7 +222,7 @@ class HostStateCache:
             "api": api,
             "cells": cells,
             "hosts": len(self._table.by_uuid),
-            "aggregates": len(self._aggs.aggs),
+            "aggregates": len(self._live.aggs.aggs),
             "assumed": sum(len(h.assumed) for h in self._table.by_uuid.values()),
             "assumed_unfit": sum(
                 1 for h in self._table.by_uuid.values() for a in h.assumed.values() if a.conflict
@@ -262,10 +262,10 @@ class HostStateCache:
         return [c.mapping for c in self._cells.values()]
 
     def aggregates(self) -> list[Aggregate]:
-        return list(self._aggs.aggs.values())
+        return list(self._live.aggs.aggs.values())
 
     def aggregates_for_host(self, host: str) -> tuple[Aggregate, ...]:
-        return self._aggs.host_aggs.get(host, ())
+        return self._live.aggs.host_aggs.get(host, ())
 
     def cell_of_host(self, host: str) -> str | None:
         """Cell uuid of a service host (host_mappings, else where its service row is)."""
@@ -319,7 +319,7 @@ class HostStateCache:
             instance_uuid,
             placed=placed,
             now=self._clock(),
-            rebase_host=self._rebase_host,
+            rebase_host=self._table.rebase_host,
             metrics=self.metrics,
         )
 
@@ -333,7 +333,7 @@ class HostStateCache:
         assumption (from its DB snapshot, else from the values before the oldest pending one),
         so exactly its CPUs, pages and PCI devices come free."""
         assumptions.release(
-            host, (instance_uuid,), rebase_host=self._rebase_host, metrics=self.metrics
+            host, (instance_uuid,), rebase_host=self._table.rebase_host, metrics=self.metrics
         )
 
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
@@ -347,7 +347,7 @@ class HostStateCache:
             try:
                 async with host.lock:
                     assumptions.release(
-                        host, uuids, rebase_host=self._rebase_host, metrics=self.metrics
+                        host, uuids, rebase_host=self._table.rebase_host, metrics=self.metrics
                     )
             except Exception:
                 LOG.exception("release failed on %s", host.nodename)
@@ -357,10 +357,10 @@ class HostStateCache:
     async def update_aggregates(self, aggregates: Sequence[Aggregate]) -> None:
         """nova's semantics: replace each aggregate, add its id to the listed hosts and drop
         it from hosts no longer listed."""
-        await self._refresh_host_aggregates(self._aggs.update(aggregates))
+        await self._table.set_aggregates(self._live.aggs.update(aggregates))
 
     async def delete_aggregate(self, aggregate: Aggregate) -> None:
-        await self._refresh_host_aggregates(self._aggs.delete(aggregate))
+        await self._table.set_aggregates(self._live.aggs.delete(aggregate))
 
     async def update_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
         """Known host: add the instances. Unknown host: a list of more than one is taken as
@@ -374,7 +374,7 @@ class HostStateCache:
         if not known and len(instance_uuids) <= 1:
             self._spawn(self._reload_host_instances(cell, host_name))
         touched = index.move_to_host(host_name, instance_uuids)
-        await self._reconcile_nodes(cell, index.nodes_of(touched), confirm=False)
+        await self._table.reconcile(cell, index.nodes_of(touched), confirm=False)
 
     async def delete_instance_info(self, host_name: str, instance_uuid: str) -> None:
         cell = self._cell_for_host(host_name)
@@ -392,7 +392,7 @@ class HostStateCache:
         for hs in self.get_by_host_node(host_name):
             if instance_uuid in hs.assumed:
                 await self.release(hs, instance_uuid)
-        await self._reconcile_nodes(cell, index.nodes_of({host_name}), confirm=False)
+        await self._table.reconcile(cell, index.nodes_of({host_name}), confirm=False)
 
     async def sync_instance_info(self, host_name: str, instance_uuids: Sequence[str]) -> None:
         """A mismatch (or an unknown host) re-reads the host's instances from its cell DB in
@@ -541,15 +541,7 @@ class HostStateCache:
         self._spawn(cell.db.close())
 
     async def _apply_aggregates(self, new: dict[int, Aggregate]) -> None:
-        await self._refresh_host_aggregates(self._aggs.replace_all(new))
-
-    async def _refresh_host_aggregates(self, hosts: Iterable[str]) -> None:
-        for i, (h, aggs) in enumerate(self._aggs.recompute(hosts).items()):
-            for hs in list(self._table.by_host.get(h, {}).values()):
-                if hs.aggregates != aggs:
-                    await locked(hs, _set_aggregates, aggs)
-            if i % CHUNK == CHUNK - 1:
-                await asyncio.sleep(0)
+        await self._table.set_aggregates(self._live.aggs.replace_all(new))
 
     # ---- internals: cell databases -----------------------------------------------------
 
@@ -569,7 +561,7 @@ class HostStateCache:
             # After the main reads, not beside them: a failing image-props query (e.g. no
             # such table) discards the pool and must not take the host data down with it.
             props: PropsRead | None = None
-            if self._image_props_on:
+            if self._live.image_props_on:
                 props = await read_image_props(
                     db,
                     cell.images,
@@ -581,26 +573,14 @@ class HostStateCache:
                 )
             if self._cells.get(cell.uuid) is not cell:
                 return  # dropped while we were reading
-            if not self._image_props_on:
+            if not self._live.image_props_on:
                 props = None  # switched off while we were reading
             elif props is not None and props.uuids is None:
                 cell.images.full_needed = False
+            await self._table.apply_read(cell, read, props, full=full)
             if full:
-                dirty = diff_full(index, cell.table, read.services, read.nodes, read.insts, props)
-                await self._reconcile_nodes(cell, dirty)
                 cell.last_full = self._clock()
                 self.metrics["full_resyncs"] += 1
-            else:
-                changes = diff_changes(
-                    index, cell.table, read.services, read.nodes, read.insts, props
-                )
-                await self._reconcile_nodes(cell, changes.dirty)
-                for i, (u, h) in enumerate(changes.heartbeats.items()):
-                    hs = cell.table.get(u)
-                    if hs is not None:
-                        await locked(hs, _set_service, index.services.get(h))
-                    if i % CHUNK == CHUNK - 1:
-                        await asyncio.sleep(0)
             cell.watermark = read.db_now
             cell.loaded = True
             cell.last_refresh = self._clock()
@@ -627,70 +607,9 @@ class HostStateCache:
         fresh = {r["uuid"] for r in rows}
         images: dict[str, ImageProps] = {}
         missing = [u for u in fresh if u not in index.image_props]
-        if self._image_props_on and missing:
+        if self._live.image_props_on and missing:
             # instances whose rows may be older than any watermark: read them now
             images = await read_props_of(cell.db, cell.images, missing, host, self.metrics)
             if self._cells.get(cell.uuid) is not cell:
                 return
-        for u in list(index.host_insts.get(host, set())):
-            if u not in fresh:
-                index.move_instance(u, None)
-        touched = index.move_to_host(host, fresh)
-        if self._image_props_on:
-            index.image_props.update(images)
-        await self._reconcile_nodes(cell, index.nodes_of(touched), confirm=False)
-
-    async def _reconcile_nodes(
-        self, cell: Cell, uuids: Iterable[str], *, confirm: bool = True
-    ) -> None:
-        """Rebuild these nodes of ``cell`` (see ``HostTable.reconcile``)."""
-        await self._table.reconcile(cell, uuids, partial(self._rebase, touch=True, confirm=confirm))
-
-    def _rebase_host(self, hs: HostState) -> bool:
-        """Recompute a host from its snapshot and pending assumptions (caller holds lock).
-        False when the host has no snapshot (it left the table)."""
-        cell = self._cells.get(hs.cell_uuid)
-        snap = cell.index.snaps.get(hs.uuid) if cell is not None else None
-        if cell is None or snap is None:
-            return False
-        service = cell.index.services.get(hs.host, hs.service)
-        self._rebase(hs, cell, snap, service, touch=False, confirm=False)
-        return True
-
-    def _rebase(
-        self,
-        hs: HostState,
-        cell: Cell,
-        snap: NodeSnapshot,
-        service: ServiceInfo | None,
-        *,
-        touch: bool,
-        confirm: bool,
-    ) -> None:
-        assumptions.rebase(
-            hs,
-            snap,
-            service,
-            base_insts=cell.index.host_insts.get(snap.host, set()),
-            aggregates=self._aggs.host_aggs.get(snap.host, ()),
-            image_props=cell.index.image_props if self._image_props_on else None,
-            config=self._config,
-            now=self._clock(),
-            metrics=self.metrics,
-            touch=touch,
-            confirm=confirm,
-        )
-
-    async def _reapply_all(self) -> None:
-        for cell in list(self._cells.values()):
-            await self._reconcile_nodes(cell, list(cell.table), confirm=False)
-
-
-def _set_service(hs: HostState, service: ServiceInfo | None) -> None:
-    hs.service = service
-    hs.touch()
-
-
-def _set_aggregates(hs: HostState, aggs: tuple[Aggregate, ...]) -> None:
-    hs.aggregates = aggs
-    hs.touch()
+        await self._table.reload_host(cell, host, fresh, images)
