@@ -62,7 +62,7 @@ SIZES = [  # (label, vcpus, memory MB, disk GB)
     ("large", 64, 262144, 4000),
     ("xlarge", 96, 327680, 6000),
 ]
-FLAVOR = {"vcpus": 4, "memory_mb": 16384, "root_gb": 80}  # m1.xlarge-ish
+FLAVOR: dict[str, Any] = {"vcpus": 4, "memory_mb": 16384, "root_gb": 80}  # m1.xlarge-ish
 BATCH = 30
 
 

@@ -8,7 +8,7 @@ database. The cache then rebuilds exactly those hosts (``assumptions.rebase``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from asyncsched.state.host_state import HostState, ServiceInfo
@@ -117,7 +117,7 @@ def apply_image_props(index: CellIndex, read: PropsRead | None) -> set[str]:
 def diff_full(
     index: CellIndex,
     table: Mapping[str, HostState],
-    services: list[ServiceRow],
+    services: Sequence[ServiceRow],
     nodes: NodeRead,
     insts: dict[str, str | None],
     props: PropsRead | None = None,
@@ -178,7 +178,7 @@ class Changes:
 def diff_changes(
     index: CellIndex,
     table: Mapping[str, HostState],
-    services: list[ServiceRow],
+    services: Sequence[ServiceRow],
     nodes: NodeRead,
     insts: dict[str, str | None],
     props: PropsRead | None = None,

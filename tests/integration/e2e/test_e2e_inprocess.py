@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import oslo_messaging
 import pytest
@@ -132,7 +132,7 @@ async def expect_no_valid_host(stack: Stack, uuids: Sequence[str], **kw: Any) ->
     with fake_nova_exception() as nova_exc:
         with pytest.raises(nova_exc.NoValidHost) as info:
             await boot(stack, uuids, spec_primitive(len(uuids), **kw))
-    return info.value
+    return cast(Exception, info.value)
 
 
 # --- boots through the real client ------------------------------------------------------------

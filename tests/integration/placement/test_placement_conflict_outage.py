@@ -11,7 +11,8 @@ import pytest
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import AllocationDeleteFailed
 from asyncsched.objects.models import Flavor, RequestSpec
-from asyncsched.placement.client import PlacementClient, PlacementConnectionError
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.errors import PlacementConnectionError
 from asyncsched.placement.query import build_resource_request
 from tests.support.placement_server import PlacementServer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid as uuidlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 from aiohttp import web
@@ -22,8 +22,10 @@ from asyncsched.objects.models import (
     RequestGroup,
     RequestSpec,
 )
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import ClaimBatch
-from asyncsched.placement.client import Candidates, PlacementClient, PlacementHTTPError
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.errors import PlacementHTTPError
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
 from tests.support.placement_server import PlacementServer
@@ -42,7 +44,7 @@ def flavor(
     root_gb: int = 20,
     swap: int = 0,
     ephemeral_gb: int = 0,
-    **extra: str,
+    extra: Mapping[str, str] | None = None,
 ) -> Flavor:
     return Flavor(
         vcpus=vcpus,
@@ -50,7 +52,7 @@ def flavor(
         root_gb=root_gb,
         swap=swap,
         ephemeral_gb=ephemeral_gb,
-        extra_specs=extra,
+        extra_specs=dict(extra or {}),
     )
 
 
@@ -99,7 +101,7 @@ async def test_candidates_honour_prefilters_on_seeded_providers(
             aggregates=[agg_a],
         )
     aggs = (Aggregate(1, agg_a, "a", metadata={"availability_zone": "az-a"}),)
-    base = flavor(**{f"trait:{t}": "required"})
+    base = flavor(extra={f"trait:{t}": "required"})
     everything = await candidates_for(client, RequestSpec(flavor=base), aggs)
     assert set(everything.provider_summaries) == {*in_a, in_b}
     assert disabled not in everything.provider_summaries  # !COMPUTE_STATUS_DISABLED
@@ -121,7 +123,7 @@ async def test_nested_provider_candidates_are_indexed_by_child(
         gpus = [
             await s.provider(f"gpu{i}-{t}", parent=root, inventories={"VGPU": 4}) for i in range(2)
         ]
-    spec = RequestSpec(flavor=flavor(**{f"trait:{t}": "required", "resources1:VGPU": "1"}))
+    spec = RequestSpec(flavor=flavor(extra={f"trait:{t}": "required", "resources1:VGPU": "1"}))
     c = await candidates_for(client, spec)
     assert len(c.allocation_requests) == 2
     assert set(c.alloc_reqs_by_rp_uuid) == {root, *gpus}
@@ -148,7 +150,9 @@ async def test_pcpu_query_and_vcpu_fallback(
     async with placement_server.seeder() as s:
         pinned = await s.compute_node(f"pcpu-{t}", traits=[t], vcpus=0, pcpus=8)
         shared = await s.compute_node(f"vcpu-{t}", traits=[t])
-    spec = RequestSpec(flavor=flavor(**{f"trait:{t}": "required", "hw:cpu_policy": "dedicated"}))
+    spec = RequestSpec(
+        flavor=flavor(extra={f"trait:{t}": "required", "hw:cpu_policy": "dedicated"})
+    )
     pcpu = await candidates_for(client, spec)
     vcpu = await candidates_for(client, spec, pin=False)
     assert set(pcpu.provider_summaries) == {pinned}
@@ -188,7 +192,7 @@ async def test_every_query_form_is_accepted_by_placement(
         required_traits=frozenset({"CUSTOM_PHYSNET_X"}),
     )
     spec = RequestSpec(
-        flavor=flavor(vcpus=4, swap=512, ephemeral_gb=1, **extra),
+        flavor=flavor(vcpus=4, swap=512, ephemeral_gb=1, extra=extra),
         image=ImageMeta(disk_format="qcow2", properties=props),
         requested_resources=(port,),
         availability_zone="az-x",
@@ -203,7 +207,7 @@ async def test_every_query_form_is_accepted_by_placement(
 
 
 async def test_unknown_custom_resource_class_is_a_clear_400(client: PlacementClient) -> None:
-    spec = RequestSpec(flavor=flavor(**{"resources:CUSTOM_NEVER_DEFINED_X": "1"}))
+    spec = RequestSpec(flavor=flavor(extra={"resources:CUSTOM_NEVER_DEFINED_X": "1"}))
     with pytest.raises(PlacementHTTPError, match="No such resource class CUSTOM_NEVER_DEFINED_X"):
         await candidates_for(client, spec)
 
@@ -214,7 +218,7 @@ async def test_claim_is_visible_and_rollback_leaves_nothing(
     t = tag()
     async with placement_server.seeder() as s:
         rps = await s.compute_nodes(3, prefix=f"claim-{t}", traits=[t])
-    c = await candidates_for(client, RequestSpec(flavor=flavor(**{f"trait:{t}": "required"})))
+    c = await candidates_for(client, RequestSpec(flavor=flavor(extra={f"trait:{t}": "required"})))
     consumers = [str(uuidlib.uuid4()) for _ in range(3)]
     for consumer, rp in zip(consumers, rps, strict=True):
         assert await client.claim(
@@ -251,7 +255,7 @@ async def test_move_claim_doubles_up_source_and_destination(
     t = tag()
     async with placement_server.seeder() as s:
         src, dst = await s.compute_nodes(2, prefix=f"move-{t}", traits=[t])
-    c = await candidates_for(client, RequestSpec(flavor=flavor(**{f"trait:{t}": "required"})))
+    c = await candidates_for(client, RequestSpec(flavor=flavor(extra={f"trait:{t}": "required"})))
     consumer = str(uuidlib.uuid4())
     assert await client.claim(
         consumer, c.alloc_reqs_by_rp_uuid[src][0], project_id="p", user_id="u"
@@ -294,7 +298,7 @@ async def test_claim_batch_multi_create_and_rollback(
     t = tag()
     async with placement_server.seeder() as s:
         rps = await s.compute_nodes(4, prefix=f"batch-{t}", traits=[t])
-    c = await candidates_for(client, RequestSpec(flavor=flavor(**{f"trait:{t}": "required"})))
+    c = await candidates_for(client, RequestSpec(flavor=flavor(extra={f"trait:{t}": "required"})))
     consumers = [str(uuidlib.uuid4()) for _ in range(10)]
     batch = ClaimBatch(client, concurrency=4, project_id="p", user_id="u")
     for i, consumer in enumerate(consumers):

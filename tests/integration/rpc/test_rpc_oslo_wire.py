@@ -517,7 +517,7 @@ def _entities(vhost: str) -> tuple[dict[str, Any], dict[str, Any]]:
         for e in list_json("list_exchanges", vhost, "name", "type", "durable", "auto_delete")
         if e["name"] in ("nova", "scheduler_fanout")
     }
-    queues = {}
+    queues: dict[str, Any] = {}
     for q in list_json("list_queues", vhost, "name", "durable", "auto_delete", "arguments"):
         name = q["name"]
         key = "scheduler_fanout_*" if name.startswith("scheduler_fanout_") else name

@@ -270,10 +270,10 @@ async def test_aggregates_from_casts_and_db(seeded: dict[str, Any]) -> None:
         assert [x.hosts for x in b.aggregates] == [("c1-a", "c2-a", "c1-b")]
         await db.remove_aggregate_host(seeded["agg_id"], "c1-a")
         await cache.refresh()
-        assert a.aggregates == ()
+        assert not a.aggregates
         await db.delete_aggregate(seeded["agg_id"])
         await cache.refresh()
-        assert cache.aggregates() == [] and b.aggregates == () and c.aggregates == ()
+        assert cache.aggregates() == [] and not b.aggregates and not c.aggregates
 
 
 async def test_cell_db_goes_away_and_comes_back(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ from asyncsched.state.cache import HostStateCache
 API = ApiDatabaseOptions(connection="postgresql+psycopg2://root@127.0.0.1:5432/nova_api")
 
 
-def config(**filter_scheduler: object) -> Config:
+def config(**filter_scheduler: Any) -> Config:
     return Config(
         api_database=API,
         placement=PlacementOptions(auth_type="none", endpoint_override="http://127.0.0.1:1"),

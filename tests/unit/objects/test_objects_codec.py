@@ -175,6 +175,7 @@ def test_malformed_specs_raise_codec_error_with_path(mutate: Any, path: str) -> 
 
 
 def test_not_an_object_at_all() -> None:
+    bad: object
     for bad in ([], "spec", 42, None):
         with pytest.raises(CodecError):
             codec.decode_request_spec(bad)

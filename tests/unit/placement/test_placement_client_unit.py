@@ -24,10 +24,10 @@ from asyncsched.exceptions import (
     PlacementError,
 )
 from asyncsched.placement.auth import find_endpoint
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
-from asyncsched.placement.client import (
-    Candidates,
-    PlacementClient,
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.errors import (
     PlacementConnectionError,
     PlacementHTTPError,
     PlacementTimeout,

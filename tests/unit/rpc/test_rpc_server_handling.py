@@ -11,9 +11,10 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from asyncsched.conf.options import AsyncschedOptions, Config, DefaultOptions
 from asyncsched.exceptions import NoValidHost
@@ -92,7 +93,7 @@ class Scheduler:
             allocation_request_version="1.36",
             availability_zone="nova",
         )
-        return [[sel, replace(sel, service_host="cn-2")] for _ in instance_uuids or [None]]
+        return [[sel, replace(sel, service_host="cn-2")] for _ in instance_uuids or [""]]
 
 
 class Events:
@@ -121,7 +122,7 @@ def _server(scheduler: Scheduler, events: Events, journal: Journal, **opts: Any)
         asyncsched=replace(AsyncschedOptions(), **opts),
     )
     server = RPCServer(config, scheduler, events)
-    server._link._publisher = FakeChannel(journal)
+    server._link._publisher = cast(AbstractChannel, FakeChannel(journal))
     server._link._connected.set()
     return server
 
@@ -151,7 +152,7 @@ def _call(uid: str = "u-1", **args: Any) -> dict[str, Any]:
 
 async def _deliver(server: RPCServer, journal: Journal, body: bytes) -> None:
     decl = server.topology.queues[0]
-    await server._handle(decl, FakeMessage(journal, body))
+    await server._handle(decl, cast(AbstractIncomingMessage, FakeMessage(journal, body)))
 
 
 def _replies(journal: Journal) -> list[dict[str, Any]]:
@@ -409,7 +410,7 @@ async def test_casts_are_applied_in_arrival_order(parts: tuple[Scheduler, Events
         ),
     ]
     for body in bodies:
-        await server._on_message(decl, FakeMessage(journal, body))
+        await server._on_message(decl, cast(AbstractIncomingMessage, FakeMessage(journal, body)))
     await asyncio.gather(*server._tasks)
     assert [name for name, _ in events.seen] == ["update_instance_info", "delete_instance_info"]
 

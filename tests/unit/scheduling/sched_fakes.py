@@ -8,7 +8,7 @@ from typing import Any
 
 from asyncsched.exceptions import PlacementError
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
-from asyncsched.placement.client import Candidates
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.host_state import HostState
 

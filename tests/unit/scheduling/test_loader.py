@@ -17,7 +17,7 @@ class ThirdPartyFilter(BaseHostFilter):
 
     name = "ThirdPartyFilter"
 
-    def host_passes(self, host: HostCandidate, spec: object) -> str | None:  # type: ignore[override]
+    def host_passes(self, host: HostCandidate, spec: object) -> str | None:
         return None
 
 
@@ -115,7 +115,7 @@ def test_pending_numa_filter_refuses_clearly(monkeypatch: pytest.MonkeyPatch) ->
     real = loader._discover
 
     def without_numa(package: object, base: type) -> tuple[dict, dict]:  # type: ignore[type-arg]
-        found, broken = real(package, base)  # type: ignore[type-var]
+        found, broken = real(package, base)
         found.pop("NUMATopologyFilter", None)
         broken[loader.GUARDED_FILTERS["NUMATopologyFilter"]] = "ImportError: not built"
         return found, broken

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -49,8 +50,8 @@ def boot(num: int = 1, **kw: Any) -> tuple[RequestSpec, list[str]]:
 
 
 def manager(
-    hosts: list[HostState], conf: Any = None, aggs: list[Any] = ()
-) -> tuple[SchedulerManager, FakeCache, FakePlacement]:  # type: ignore[assignment]
+    hosts: list[HostState], conf: Any = None, aggs: Sequence[Any] = ()
+) -> tuple[SchedulerManager, FakeCache, FakePlacement]:
     cache = FakeCache(hosts, list(aggs))
     placement = FakePlacement(hosts)
     mgr = SchedulerManager(conf or config(), cache, placement, clock=lambda: NOW)
@@ -180,7 +181,7 @@ async def test_consumer_generation_conflict_propagates_after_rollback() -> None:
             )
         return await real(consumer_uuid, alloc, **kw)
 
-    placement.claim = claim  # type: ignore[method-assign]
+    placement.claim = claim  # type: ignore[method-assign,assignment]
     spec, uuids = boot(2)
     with pytest.raises(AllocationUpdateFailed):
         await mgr.select_destinations(CTX, spec, uuids, True, True)

@@ -44,8 +44,9 @@ async def test_numa_limits_and_consumption_flow_through_the_manager() -> None:
         assert isinstance(row[0].limits.numa_topology, NUMATopologyLimits)
     chosen = {r[0].compute_node_uuid for r in result}
     pinned = [
-        sum(len(c.pinned_cpus) for c in h.numa_topology.cells)  # type: ignore[union-attr]
+        sum(len(c.pinned_cpus) for c in h.numa_topology.cells)
         for h in hosts
+        if h.numa_topology is not None
         if h.uuid in chosen
     ]
     assert sum(pinned) == 4  # two instances x two dedicated CPUs recorded on the hosts

@@ -107,7 +107,8 @@ async def test_release_without_snapshot_in_any_order(order: tuple[str, ...]) -> 
         assert hs.pci_pools == pci
         for cell in _fitted(placed[k]).cells:
             freed = frozenset(cell.cpu_pinning.values())  # type: ignore[union-attr]
-            assert not freed & hs.numa_topology.cells[cell.id].pinned_cpus  # type: ignore[union-attr]
+            assert hs.numa_topology is not None
+            assert not freed & hs.numa_topology.cells[cell.id].pinned_cpus
     assert hs.numa_topology == topo0 and hs.pci_pools == pools0
     assert hs.free_ram_mb == ram0 and hs.assumed == {} and hs.instances == set()
     assert cache.health()["assumptions_released"] == 3
@@ -117,6 +118,7 @@ async def test_same_instance_twice_counts_once_without_snapshot() -> None:
     cache = HostStateCache(Config())
     hs = _host()
     topo0, pools0 = hs.numa_topology, hs.pci_pools
+    assert topo0 is not None
     spec = _spec((VF,))
     async with hs.lock:
         first = _consume(cache, hs, spec, "x")

@@ -60,7 +60,9 @@ def _img(image_id: str | None = None, **props: Any) -> ImageMeta:
     return ImageMeta(id=image_id, properties=ImageMetaProps(**typed, other=other))
 
 
-def _group(policy: str, members: tuple[str, ...] = (), hosts: tuple[str, ...] = (), **rules: str):
+def _group(
+    policy: str, members: tuple[str, ...] = (), hosts: tuple[str, ...] = (), **rules: str
+) -> InstanceGroup:
     return InstanceGroup(
         uuid="g1", policy=policy, policies=(policy,), members=members, hosts=hosts, rules=rules
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -179,7 +180,7 @@ def test_multiplier_aggregate_override_takes_minimum_and_survives_bad_values() -
 
 
 def _weights(
-    conf: Any, weighers: list[BaseHostWeigher], states: list[Any], s: Any, aggs: list[Any] = ()
+    conf: Any, weighers: list[BaseHostWeigher], states: list[Any], s: Any, aggs: Sequence[Any] = ()
 ) -> tuple[list[float], list[float]]:
     ref = reference.weigh_hosts(weighers, [HostCandidate(h) for h in states], s)
     eng = DecisionEngine(conf, [], weighers)
