@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -191,11 +191,17 @@ class RequestHosts:
 
     def weigh(self, spec: RequestSpec) -> FloatArray:
         """nova's combined weight of every current host (min/max normalised, multiplied)."""
+        total = np.zeros(len(self.cur))
+        for _, term in self.weigh_terms(spec):
+            total += term
+        return total
+
+    def weigh_terms(self, spec: RequestSpec) -> Iterator[tuple[BaseHostWeigher, FloatArray]]:
+        """Each active weigher's contribution (multiplier x normalised score) per current
+        host; ``weigh`` sums them, an explain shows them one by one."""
         engine = self.engine
-        n = len(self.cur)
-        total = np.zeros(n)
-        if n <= 1:
-            return total
+        if len(self.cur) <= 1:
+            return
         slots = self.slots[self.cur]
         states: list[HostState] | None = None
         for w in engine.weighers:
@@ -222,10 +228,9 @@ class RequestHosts:
             norm = (raw - lo) / (hi - lo)
             if per_host:
                 assert w.aggregate_key is not None
-                total += self._multipliers(w, w.aggregate_key) * norm
+                yield w, self._multipliers(w, w.aggregate_key) * norm
             else:
-                total += w.config_multiplier() * norm
-        return total
+                yield w, w.config_multiplier() * norm
 
     def _multipliers(self, w: BaseHostWeigher, key: str) -> FloatArray:
         """Per-host multipliers: config value, except hosts in an aggregate carrying ``key``."""

@@ -116,7 +116,10 @@ class FakePlacement:
                 areqs.append(
                     {"allocations": {rp: {"resources": dict(want)}}, "mappings": {"": [rp]}}
                 )
-                summaries[rp] = {"resources": {}, "traits": []}
+                resources = {
+                    rc: {"capacity": total, "used": used.get(rc, 0)} for rc, total in inv.items()
+                }
+                summaries[rp] = {"resources": resources, "traits": []}
         return Candidates.parse({"allocation_requests": areqs, "provider_summaries": summaries})
 
     async def claim(

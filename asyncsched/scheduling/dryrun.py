@@ -1,0 +1,306 @@
+"""A dry run of select_destinations: the real decision path on scratch copies, nothing claimed.
+
+``dry_run`` runs a :class:`DryRunManager`, a :class:`SchedulerManager` whose
+
+* cache hands out the real HostStates for reading, while its engine (:class:`ScratchEngine`)
+  starts every request over *copies* of them, in columns of its own, so the consumption of
+  one instance (scalars, NUMA, PCI) lands on a copy and the next instance sees it, but the
+  live cache, its assumptions and the live engine's columns never do;
+* Placement is the real client for ``GET /allocation_candidates`` and a stand-in for claims
+  (:class:`NoClaims`): a claim is recorded and answered "accepted" without a request, so the
+  claim path (candidates per host, alternates, allocation requests) runs as for a real call;
+* random generator and diagnostics are its own, so a dry run does not move the live ones.
+
+:class:`TracedHosts` keeps what the first instance went through (reasons, survivors, each
+weigher's contribution) for ``scheduling.explain``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import uuid as uuidlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from asyncsched.conf.options import Config
+from asyncsched.exceptions import NoValidHost
+from asyncsched.objects.models import Aggregate, CellMapping, RequestContext, RequestSpec, Selection
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
+from asyncsched.scheduling.engine import DecisionEngine, Ordering, RequestHosts
+from asyncsched.scheduling.interfaces import HostCache, Placement
+from asyncsched.scheduling.manager import SchedulerManager
+from asyncsched.state.host_state import Assumption, HostState, PlacedNumaPci
+
+#: the reason-count names apply_host_rules uses, in the order it applies them
+HOST_RULES = ("requested_destination", "ignore_hosts", "force_hosts", "force_nodes")
+
+
+def scratch_copy(state: HostState) -> HostState:
+    """A HostState that may be consumed without touching ``state`` (own lock, sets, dicts).
+
+    Frozen values (NUMA topology, PCI pools, services, aggregates) are shared: consumption
+    replaces them, it never mutates them.
+    """
+    return dataclasses.replace(
+        state,
+        instances=set(state.instances),
+        assumed=dict(state.assumed),
+        lock=asyncio.Lock(),
+    )
+
+
+def _apply(host: HostState, a: Assumption, sign: int) -> None:
+    """nova's consume_from_request arithmetic for one instance (scalars), or its inverse."""
+    host.free_ram_mb -= sign * a.memory_mb
+    host.free_disk_mb -= sign * a.disk_mb
+    host.vcpus_used += sign * a.vcpus
+    host.num_instances += sign
+    host.num_io_ops += sign
+
+
+class ScratchCache:
+    """The live cache for reading; consumption goes to the (scratch) host it is given."""
+
+    def __init__(self, cache: HostCache) -> None:
+        self._cache = cache
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
+        return self._cache.get_by_uuids(uuids)
+
+    def get_by_host_node(self, host: str, node: str | None = None) -> list[HostState]:
+        return self._cache.get_by_host_node(host, node)
+
+    def all_hosts(self) -> list[HostState]:
+        return self._cache.all_hosts()
+
+    def cells(self) -> list[CellMapping]:
+        return self._cache.cells()
+
+    def aggregates(self) -> list[Aggregate]:
+        return self._cache.aggregates()
+
+    def consume_locked(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        *,
+        placed: PlacedNumaPci | None = None,
+        **_legacy: Any,
+    ) -> None:
+        """The cache's consume on a scratch copy (``place_numa_pci`` already set NUMA/PCI)."""
+        flavor = spec.flavor
+        a = Assumption(
+            instance_uuid=instance_uuid,
+            memory_mb=int(flavor.memory_mb),
+            disk_mb=int(flavor.root_gb + flavor.ephemeral_gb) * 1024,
+            vcpus=int(flavor.vcpus),
+            created=0.0,
+            placed=placed,
+        )
+        if instance_uuid not in host.assumed:
+            _apply(host, a, 1)
+        host.assumed[instance_uuid] = a
+        host.instances.add(instance_uuid)
+        host.touch()
+
+    def release_locked(self, host: HostState, instance_uuid: str) -> None:
+        """Scalars only: a scratch host is thrown away after the run, never reused."""
+        a = host.assumed.pop(instance_uuid, None)
+        if a is not None:
+            _apply(host, a, -1)
+            host.instances.discard(instance_uuid)
+            host.touch()
+
+    async def release(self, host: HostState, instance_uuid: str) -> None:
+        self.release_locked(host, instance_uuid)
+
+    async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
+        for host, instance_uuid in consumed:
+            self.release_locked(host, instance_uuid)
+
+
+class NoClaims:
+    """Placement for a dry run: real candidate queries; claims judged, recorded, never sent.
+
+    A claim is judged as Placement would judge it on the numbers it gave with the candidates
+    (each provider's capacity and usage in ``provider_summaries``) plus the claims this dry
+    run already made, so a multi-create that would overrun a provider fails here too.
+    """
+
+    def __init__(self, placement: Placement) -> None:
+        self._placement = placement
+        self.claims: dict[str, Mapping[str, Any]] = {}
+        self._free: dict[tuple[str, str], int] = {}
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        cands = await self._placement.get_allocation_candidates(request)
+        for rp, summary in cands.provider_summaries.items():
+            for rc, inv in (summary.get("resources") or {}).items():
+                free = int(inv.get("capacity", 0)) - int(inv.get("used", 0))
+                self._free.setdefault((rp, rc), free)
+        return cands
+
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = "",
+        may_have_allocations: bool = False,
+    ) -> bool:
+        wants = [
+            ((rp, rc), int(n))
+            for rp, alloc in allocation_request["allocations"].items()
+            for rc, n in alloc.get("resources", {}).items()
+        ]
+        free = self._free
+        if any(key in free and free[key] < n for key, n in wants):
+            return False
+        for key, n in wants:
+            if key in free:
+                free[key] -= n
+        self.claims[consumer_uuid] = allocation_request
+        return True
+
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None:
+        for u in consumer_uuids:
+            claimed = self.claims.pop(u, None)
+            if claimed is None:
+                continue
+            for rp, alloc in claimed["allocations"].items():
+                for rc, n in alloc.get("resources", {}).items():
+                    if (rp, rc) in self._free:
+                        self._free[(rp, rc)] += int(n)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FirstInstance:
+    """What the first instance went through: filters, then the weighed survivors."""
+
+    spec: RequestSpec  # after the pre-filters, as the filters saw it
+    reasons: dict[str, dict[str, int]]  # name -> reason code -> hosts dropped (rules too)
+    survivors: tuple[int, ...]  # base indices left after filtering
+    terms: tuple[tuple[str, tuple[float, ...]], ...] = ()  # weigher -> share per survivor
+    weights: tuple[float, ...] = ()  # total weight per survivor
+
+
+@dataclasses.dataclass(slots=True)
+class TracedHosts(RequestHosts):
+    """RequestHosts that remember the first instance's filtering and weighing."""
+
+    first: FirstInstance | None = None
+    skipped_filters: bool = False
+    weighed: bool = False
+
+    def apply_host_rules(self, spec: RequestSpec) -> bool:
+        self.skipped_filters = RequestHosts.apply_host_rules(self, spec)
+        return self.skipped_filters
+
+    def filter(self, spec: RequestSpec, index: int) -> int:
+        left = RequestHosts.filter(self, spec, index)
+        if self.first is None:
+            self._remember(spec)
+        return left
+
+    def pick(self, spec: RequestSpec) -> Ordering:
+        if self.first is None:  # forced hosts: no filter ran
+            self._remember(spec)
+        ordering = RequestHosts.pick(self, spec)
+        first = self.first
+        if first is not None and not self.weighed:
+            self.weighed = True
+            terms = tuple((w.name, tuple(t.tolist())) for w, t in self.weigh_terms(spec))
+            weights = tuple(ordering.weights.tolist())
+            self.first = dataclasses.replace(first, terms=terms, weights=weights)
+        return ordering
+
+    def _remember(self, spec: RequestSpec) -> None:
+        self.first = FirstInstance(
+            spec=spec,
+            reasons=Diagnostics.freeze(self.reasons),
+            survivors=tuple(self.cur.tolist()),
+        )
+
+
+class ScratchEngine(DecisionEngine):
+    """A DecisionEngine whose requests run on scratch copies of the hosts they are given."""
+
+    traced: TracedHosts | None = None
+
+    def start(
+        self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
+    ) -> RequestHosts:
+        hosts = DecisionEngine.start(self, [scratch_copy(s) for s in states], cands)
+        fields = {f.name: getattr(hosts, f.name) for f in dataclasses.fields(RequestHosts)}
+        self.traced = TracedHosts(**fields)
+        return self.traced
+
+
+class DryRunManager(SchedulerManager):
+    """SchedulerManager over a ScratchCache and NoClaims, with a ScratchEngine."""
+
+    engine: ScratchEngine
+
+    def _build(self, config: Config) -> ScratchEngine:
+        live = SchedulerManager._build(self, config)
+        return ScratchEngine(config, live.filters, live.weighers, clock=self.clock, rng=self.rng)
+
+    def _build_chance(self, config: Config) -> None:
+        return None  # a dry run explains the filter scheduler
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DryRun:
+    """The outcome of one dry run."""
+
+    selections: list[list[Selection]]  # [] on NoValidHost
+    summary: RequestSummary
+    hosts: TracedHosts | None  # None when it ended before the hosts (Placement said none)
+    claims: Mapping[str, Mapping[str, Any]]  # instance uuid -> allocation request, not sent
+    engine: ScratchEngine  # the run's filters and weighers, to judge one host alone
+    error: str | None = None  # NoValidHost's reason
+
+
+async def dry_run(
+    config: Config,
+    cache: HostCache,
+    placement: Placement,
+    spec: RequestSpec,
+    *,
+    clock: Callable[[], datetime],
+    seed: int | None = None,
+) -> DryRun:
+    """What select_destinations would answer now for ``spec``; claims and assumes nothing."""
+    no_claims = NoClaims(placement)
+    diagnostics = Diagnostics(size=1)
+    mgr = DryRunManager(
+        config,
+        ScratchCache(cache),
+        no_claims,
+        clock=clock,
+        rng=random.Random(seed),
+        diagnostics=diagnostics,
+    )
+    ctx = RequestContext(
+        request_id=f"req-dryrun-{uuidlib.uuid4()}",
+        project_id=spec.project_id,
+        user_id=spec.user_id,
+    )
+    uuids = [str(uuidlib.uuid4()) for _ in range(max(1, spec.num_instances))]
+    selections: list[list[Selection]] = []
+    error: str | None = None
+    try:
+        selections = await mgr.select_destinations(ctx, spec, uuids, True, True)
+    except NoValidHost as exc:
+        error = exc.reason or "No valid host was found."
+    summary = diagnostics.recent()[-1]
+    traced = mgr.engine.traced
+    return DryRun(selections, summary, traced, dict(no_claims.claims), mgr.engine, error)
