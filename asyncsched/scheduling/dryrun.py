@@ -156,29 +156,39 @@ class NoClaims:
         allocation_request_version: str = "",
         may_have_allocations: bool = False,
     ) -> bool:
-        wants = [
-            ((rp, rc), int(n))
-            for rp, alloc in allocation_request["allocations"].items()
-            for rc, n in alloc.get("resources", {}).items()
-        ]
-        free = self._free
-        if any(key in free and free[key] < n for key, n in wants):
+        if self.short_of(allocation_request) is not None:
             return False
-        for key, n in wants:
-            if key in free:
-                free[key] -= n
+        for (rp, rc), n in _wants(allocation_request):
+            if (rp, rc) in self._free:
+                self._free[(rp, rc)] -= n
         self.claims[consumer_uuid] = allocation_request
         return True
+
+    def short_of(self, allocation_request: Mapping[str, Any]) -> str | None:
+        """The first resource class a claim of ``allocation_request`` finds no room for."""
+        free = self._free
+        for key, n in _wants(allocation_request):
+            if key in free and free[key] < n:
+                return key[1]
+        return None
 
     async def rollback(self, consumer_uuids: Iterable[str]) -> None:
         for u in consumer_uuids:
             claimed = self.claims.pop(u, None)
             if claimed is None:
                 continue
-            for rp, alloc in claimed["allocations"].items():
-                for rc, n in alloc.get("resources", {}).items():
-                    if (rp, rc) in self._free:
-                        self._free[(rp, rc)] += int(n)
+            for key, n in _wants(claimed):
+                if key in self._free:
+                    self._free[key] += n
+
+
+def _wants(allocation_request: Mapping[str, Any]) -> list[tuple[tuple[str, str], int]]:
+    """((provider, resource class), amount) of one allocation request."""
+    return [
+        ((rp, rc), int(n))
+        for rp, alloc in allocation_request["allocations"].items()
+        for rc, n in alloc.get("resources", {}).items()
+    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -256,6 +266,45 @@ class DryRunManager(SchedulerManager):
     def _build_chance(self, config: Config) -> None:
         return None  # a dry run explains the filter scheduler
 
+    @classmethod
+    def over(
+        cls,
+        config: Config,
+        cache: HostCache,
+        placement: Placement,
+        *,
+        clock: Callable[[], datetime],
+        seed: int | None = None,
+    ) -> DryRunManager:
+        """A dry-run manager over the live cache and Placement client."""
+        return cls(
+            config,
+            ScratchCache(cache),
+            NoClaims(placement),
+            clock=clock,
+            rng=random.Random(seed),
+            diagnostics=Diagnostics(size=1),
+        )
+
+    @property
+    def no_claims(self) -> NoClaims:
+        assert isinstance(self.placement, NoClaims)
+        return self.placement
+
+    async def hosts_for(self, spec: RequestSpec) -> tuple[TracedHosts, RequestSpec]:
+        """The real candidate step (pre-filters, Placement) over scratch copies."""
+        hosts, _, _, spec = await self._hosts_for(_context(spec), spec, self.engine)
+        assert isinstance(hosts, TracedHosts)
+        return hosts, spec
+
+
+def _context(spec: RequestSpec) -> RequestContext:
+    return RequestContext(
+        request_id=f"req-dryrun-{uuidlib.uuid4()}",
+        project_id=spec.project_id,
+        user_id=spec.user_id,
+    )
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DryRun:
@@ -279,28 +328,14 @@ async def dry_run(
     seed: int | None = None,
 ) -> DryRun:
     """What select_destinations would answer now for ``spec``; claims and assumes nothing."""
-    no_claims = NoClaims(placement)
-    diagnostics = Diagnostics(size=1)
-    mgr = DryRunManager(
-        config,
-        ScratchCache(cache),
-        no_claims,
-        clock=clock,
-        rng=random.Random(seed),
-        diagnostics=diagnostics,
-    )
-    ctx = RequestContext(
-        request_id=f"req-dryrun-{uuidlib.uuid4()}",
-        project_id=spec.project_id,
-        user_id=spec.user_id,
-    )
+    mgr = DryRunManager.over(config, cache, placement, clock=clock, seed=seed)
     uuids = [str(uuidlib.uuid4()) for _ in range(max(1, spec.num_instances))]
     selections: list[list[Selection]] = []
     error: str | None = None
     try:
-        selections = await mgr.select_destinations(ctx, spec, uuids, True, True)
+        selections = await mgr.select_destinations(_context(spec), spec, uuids, True, True)
     except NoValidHost as exc:
         error = exc.reason or "No valid host was found."
-    summary = diagnostics.recent()[-1]
-    traced = mgr.engine.traced
-    return DryRun(selections, summary, traced, dict(no_claims.claims), mgr.engine, error)
+    summary = mgr.diagnostics.recent()[-1]
+    claims = dict(mgr.no_claims.claims)
+    return DryRun(selections, summary, mgr.engine.traced, claims, mgr.engine, error)
