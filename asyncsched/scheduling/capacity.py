@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -82,8 +81,10 @@ async def capacity(
     unlimited = dataclasses.replace(
         config, scheduler=dataclasses.replace(config.scheduler, max_placement_results=UNLIMITED)
     )
-    mgr = DryRunManager.over(unlimited, cache, placement, clock=clock)
-    known = len(cache.all_hosts())
+    mgr = DryRunManager.over(unlimited, cache, placement, clock=clock, keep=False)
+    every = cache.all_hosts()
+    known = len(every)
+    await mgr.engine.prepare(every)
     spec = dataclasses.replace(spec, num_instances=1)
     try:
         hosts, spec = await mgr.hosts_for(spec)
@@ -110,7 +111,9 @@ class _Fill:
         self.limited: Counter[str] = Counter()
         self.first_out: str | None = None
         self.rounds = 0
+        self.placed = 0
         self.note: str | None = None
+        mgr.engine.deferred = True  # rows rebuilt once per round, below
 
     async def run(self) -> None:
         hosts = self.hosts
@@ -120,6 +123,7 @@ class _Fill:
         while len(hosts):
             index = self.rounds
             before = {k: Counter(v) for k, v in hosts.reasons.items()}
+            self.mgr.engine.columns.slots(hosts.current_states())
             if not skip:
                 hosts.filter(self.spec, index)
             self._stopped(before, hosts.reasons, index)
@@ -146,16 +150,14 @@ class _Fill:
         if not cands:
             return "Placement: no-allocation-request"
         no_claims = self.mgr.no_claims
-        short = no_claims.short_of(cands[0])
-        if short is not None:
-            return f"Placement: {short}"
-        instance = str(uuidlib.uuid4())
-        await no_claims.claim(instance, cands[0], project_id="", user_id="")
-        spec = dataclasses.replace(self.spec, instance_uuid=instance)
-        await self.req.consume(base, spec, instance)
+        self.placed += 1
+        instance = f"capacity-{self.placed}"
+        if not await no_claims.claim(instance, cands[0], project_id="", user_id=""):
+            return f"Placement: {no_claims.short_of(cands[0])}"
+        await self.req.consume(base, self.spec, instance)
         self.req.consumed.clear()  # the copies are thrown away: nothing to release
         self.counts[base] += 1
-        if spec.instance_group is not None:
+        if self.spec.instance_group is not None:
             self.spec = self.req.after_placed(self.spec, base, instance)
         return None
 
