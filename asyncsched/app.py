@@ -3,6 +3,9 @@
 Start order is the data flow read backwards from the wire, so nothing takes a message before
 what it needs is up:
 
+0. ``admin`` (only with ``[asyncsched] admin_listen``): the admin HTTP endpoint first, so
+   ``/healthz`` answers during a long initial load and ``/readyz`` can say "starting"; being
+   first it closes last and keeps answering probes while the consumers drain;
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
@@ -19,12 +22,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from asyncsched.admin.readiness import ReadyLimits
+from asyncsched.admin.server import AdminServer, read_token
+from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
@@ -174,10 +182,21 @@ class Daemon:
     manager: SchedulerManager
     rpc: RPCServer
     components: tuple[Component, ...]
+    registry: CollectorRegistry
+    admin: AdminServer | None = None
 
 
-def build_daemon(config: Config) -> Daemon:
-    """Construct (not start) every part; raises ConfigError for options no part can run with."""
+def build_daemon(
+    config: Config,
+    *,
+    health: Callable[[], Mapping[str, Any]] | None = None,
+    extra_routes: Sequence[web.RouteDef] = (),
+) -> Daemon:
+    """Construct (not start) every part; raises ConfigError for options no part can run with.
+
+    ``health`` is what the admin endpoint reports and judges readiness by (the Service's
+    snapshot); without it, a snapshot of the components themselves.
+    """
     if not config.api_database.connection:
         raise ConfigError(
             "[api_database] connection is required: cells, host mappings and aggregates "
@@ -194,17 +213,40 @@ def build_daemon(config: Config) -> Daemon:
     placement = PlacementClient.from_config(config)
     manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError
     rpc = RPCServer(config, manager, cache)
+    registry = CollectorRegistry(auto_describe=True)
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
     )
-    return Daemon(cache, placement, manager, rpc, components)
+    admin = None
+    if config.asyncsched.admin_listen:
+        admin = AdminServer(
+            parse_listen(config.asyncsched.admin_listen),
+            health=health if health is not None else _snapshot_of(components),
+            limits=ReadyLimits(max_state_age=config.asyncsched.ready_max_state_age),
+            registry=registry,
+            token=read_token(config.asyncsched.admin_token_file),
+            placement_probe=placement.ping,
+            placement_timeout=config.asyncsched.ready_placement_timeout,
+            extra_routes=extra_routes,
+        )
+        components = (admin, *components)
+    return Daemon(cache, placement, manager, rpc, components, registry, admin)
+
+
+def _snapshot_of(components: Sequence[Component]) -> Callable[[], Mapping[str, Any]]:
+    """A Service-shaped snapshot for a daemon run without a Service (tests, tools)."""
+
+    def snapshot() -> Mapping[str, Any]:
+        return {"state": "running", "components": {c.name: c.health() for c in components}}
+
+    return snapshot
 
 
 def build_components(config: Config) -> list[Component]:
-    """The daemon's components in start order: host state, Placement, scheduler, RPC."""
+    """The daemon's components in start order: [admin,] host state, Placement, scheduler, RPC."""
     return list(build_daemon(config).components)
 
 
@@ -213,11 +255,17 @@ def build_service(
     sources: ConfigSources,
     notifier: SystemdNotifier | None = None,
 ) -> Service:
-    """The Service ``asyncsched serve`` runs: real components, notifier from the environment."""
-    return Service(
+    """The Service ``asyncsched serve`` runs: real components, notifier from the environment.
+
+    The admin endpoint reports the Service's own snapshot (its state included); it is only
+    called once the Service below exists and has started the endpoint.
+    """
+    daemon = build_daemon(config, health=lambda: service.health())
+    service = Service(
         config,
-        build_components(config),
+        daemon.components,
         notifier if notifier is not None else SystemdNotifier.from_env(),
         sources,
         freeze_gc=True,
     )
+    return service

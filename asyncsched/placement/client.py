@@ -159,6 +159,14 @@ class PlacementClient:
         self.max_version = max_version
         LOG.info("placement: %s, max microversion %s", self.endpoint, max_version)
 
+    async def ping(self) -> None:
+        """GET / answered: Placement is reachable now (readiness). Raises PlacementError."""
+        status, body = await self._request("GET", "/", version=None, op="ping")
+        if status != 200:
+            raise PlacementHTTPError.answered(
+                f"Placement at {self.endpoint} refused GET /", status, body
+            )
+
     def _ssl(self) -> Any:
         o = self._options
         if o.insecure:
