@@ -3,9 +3,10 @@
 Start order is the data flow read backwards from the wire, so nothing takes a message before
 what it needs is up:
 
-0. ``admin`` (only with ``[asyncsched] admin_listen``): the admin HTTP endpoint first, so
-   ``/healthz`` answers during a long initial load and ``/readyz`` can say "starting"; being
-   first it closes last and keeps answering probes while the consumers drain;
+0. ``admin`` and ``looplag`` (only with ``[asyncsched] admin_listen``): the admin HTTP
+   endpoint first, so ``/healthz`` answers during a long initial load and ``/readyz`` can say
+   "starting"; being first it closes last and keeps answering probes while the consumers
+   drain. ``looplag`` samples event-loop lag for ``/metrics``;
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
@@ -30,6 +31,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from asyncsched.admin.looplag import LoopLagMonitor
+from asyncsched.admin.metrics import Metrics, build_registry
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer, read_token
 from asyncsched.conf.listen import parse_listen
@@ -40,7 +43,7 @@ from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.service import Component, Service
+from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
 
 LOG = logging.getLogger(__name__)
@@ -183,6 +186,7 @@ class Daemon:
     rpc: RPCServer
     components: tuple[Component, ...]
     registry: CollectorRegistry
+    metrics: Metrics
     admin: AdminServer | None = None
 
 
@@ -194,8 +198,9 @@ def build_daemon(
 ) -> Daemon:
     """Construct (not start) every part; raises ConfigError for options no part can run with.
 
-    ``health`` is what the admin endpoint reports and judges readiness by (the Service's
-    snapshot); without it, a snapshot of the components themselves.
+    ``health`` is what the admin endpoint reports, judges readiness by and the metrics
+    collector reads (the Service's snapshot); without it, a snapshot of the components.
+    Every layer records into one :class:`Metrics` on the daemon's own registry.
     """
     if not config.api_database.connection:
         raise ConfigError(
@@ -209,11 +214,14 @@ def build_daemon(
             "segment lookups, which asyncsched does not make; set it to False (or keep "
             "nova-scheduler for routed-network clouds)"
         )
+    # The snapshot is only read at scrape/probe time, when ``components`` exists.
+    snapshot = health if health is not None else (lambda: health_snapshot("running", components))
+    registry, metrics = build_registry(lambda: snapshot())
     cache = HostStateCache(config)
-    placement = PlacementClient.from_config(config)
-    manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError
-    rpc = RPCServer(config, manager, cache)
-    registry = CollectorRegistry(auto_describe=True)
+    placement = PlacementClient.from_config(config, recorder=metrics)
+    # loads filters/weighers: ConfigError
+    manager = SchedulerManager(config, cache, placement, recorder=metrics)
+    rpc = RPCServer(config, manager, cache, recorder=metrics)
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
@@ -224,7 +232,7 @@ def build_daemon(
     if config.asyncsched.admin_listen:
         admin = AdminServer(
             parse_listen(config.asyncsched.admin_listen),
-            health=health if health is not None else _snapshot_of(components),
+            health=snapshot,
             limits=ReadyLimits(max_state_age=config.asyncsched.ready_max_state_age),
             registry=registry,
             token=read_token(config.asyncsched.admin_token_file),
@@ -232,17 +240,8 @@ def build_daemon(
             placement_timeout=config.asyncsched.ready_placement_timeout,
             extra_routes=extra_routes,
         )
-        components = (admin, *components)
-    return Daemon(cache, placement, manager, rpc, components, registry, admin)
-
-
-def _snapshot_of(components: Sequence[Component]) -> Callable[[], Mapping[str, Any]]:
-    """A Service-shaped snapshot for a daemon run without a Service (tests, tools)."""
-
-    def snapshot() -> Mapping[str, Any]:
-        return {"state": "running", "components": {c.name: c.health() for c in components}}
-
-    return snapshot
+        components = (admin, LoopLagMonitor(metrics.loop_lag.observe), *components)
+    return Daemon(cache, placement, manager, rpc, components, registry, metrics, admin)
 
 
 def build_components(config: Config) -> list[Component]:

@@ -178,6 +178,7 @@ def test_admin_endpoint_is_off_unless_configured_and_first_when_on() -> None:
     # First to start (answers /healthz during the initial load), so last to close.
     assert [component_name(c) for c in daemon.components] == [
         "admin",
+        "looplag",
         "hoststate",
         "placement",
         "scheduler",
