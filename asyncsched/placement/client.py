@@ -149,7 +149,7 @@ class PlacementClient:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
             self._own_session = True
         self._endpoint = (await self._auth.endpoint(self._session)).rstrip("/")
-        status, body = await self._request("GET", "/", version=None)
+        status, body = await self._request("GET", "/", version=None, op="version")
         if status != 200 or not isinstance(body, dict):
             raise PlacementHTTPError.answered(
                 f"Placement at {self.endpoint} refused GET /", status, body
