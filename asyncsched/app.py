@@ -6,7 +6,8 @@ what it needs is up:
 0. ``admin`` and ``looplag`` (only with ``[asyncsched] admin_listen``): the admin HTTP
    endpoint first, so ``/healthz`` answers during a long initial load and ``/readyz`` can say
    "starting"; being first it closes last and keeps answering probes while the consumers
-   drain. ``looplag`` samples event-loop lag for ``/metrics``;
+   drain; it also serves ``POST /v1/explain`` and ``GET /v1/capacity`` (dry runs of the
+   scheduler, ``admin/explain_api.py``). ``looplag`` samples event-loop lag for ``/metrics``;
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
@@ -31,6 +32,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from asyncsched.admin.explain_api import ExplainAPI
 from asyncsched.admin.looplag import LoopLagMonitor
 from asyncsched.admin.metrics import Metrics, build_registry
 from asyncsched.admin.readiness import ReadyLimits
@@ -238,7 +240,7 @@ def build_daemon(
             token=read_token(config.asyncsched.admin_token_file),
             placement_probe=placement.ping,
             placement_timeout=config.asyncsched.ready_placement_timeout,
-            extra_routes=extra_routes,
+            extra_routes=[*extra_routes, *ExplainAPI(manager).routes()],
         )
         components = (admin, LoopLagMonitor(metrics.loop_lag.observe), *components)
     return Daemon(cache, placement, manager, rpc, components, registry, metrics, admin)
