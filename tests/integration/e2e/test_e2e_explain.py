@@ -90,6 +90,19 @@ class Stack:
             return out
 
 
+def serve(conf: Path, log: Path, notify_socket: str) -> subprocess.Popen[bytes]:
+    """``asyncsched serve`` as systemd runs it (a notify socket), stderr kept in ``log``."""
+    env = dict(os.environ, NOTIFY_SOCKET=notify_socket, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(conf)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(
     placement_server: PlacementServer,
@@ -126,15 +139,7 @@ async def stack(
             + f"admin_listen = 127.0.0.1:0\nadmin_token_file = {st.token_file}\n"
         )
         st.log = tmp / "stderr.log"
-        env = dict(os.environ, NOTIFY_SOCKET=listener.address, PYTHONUNBUFFERED="1")
-        with open(st.log, "wb") as err:
-            st.proc = subprocess.Popen(
-                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(conf)],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
+        st.proc = serve(conf, st.log, listener.address)
         await asyncio.to_thread(listener.wait_for, "READY", "1", 60.0)
         found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", st.stderr())
         assert found, st.stderr()
@@ -233,9 +238,7 @@ async def test_capacity_agrees_with_a_real_multi_create(
     one_more = [str(uuid.uuid4()) for _ in range(cap["total"] + 1)]
     with fake_nova_exception() as nova_exc:
         with pytest.raises(nova_exc.NoValidHost):
-            await asyncio.to_thread(
-                client.select_destinations, primitive(len(one_more)), one_more
-            )
+            await asyncio.to_thread(client.select_destinations, primitive(len(one_more)), one_more)
     assert await stack.usages() == {name: {} for name in stack.cloud.hosts}  # rolled back
     exactly = [str(uuid.uuid4()) for _ in range(cap["total"])]
     reply = await asyncio.to_thread(client.select_destinations, primitive(len(exactly)), exactly)
