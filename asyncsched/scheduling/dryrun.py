@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import random
 import uuid as uuidlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from operator import attrgetter
@@ -35,7 +36,8 @@ from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, Ordering, RequestHosts
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.state.host_state import Assumption, HostState, PlacedNumaPci
+from asyncsched.state import assumptions
+from asyncsched.state.host_state import HostState, PlacedNumaPci
 
 #: the reason-count names apply_host_rules uses, in the order it applies them
 HOST_RULES = ("requested_destination", "ignore_hosts", "force_hosts", "force_nodes")
@@ -62,15 +64,6 @@ def scratch_copy(state: HostState) -> HostState:
     return HostState(*values)
 
 
-def _apply(host: HostState, a: Assumption, sign: int) -> None:
-    """nova's consume_from_request arithmetic for one instance (scalars), or its inverse."""
-    host.free_ram_mb -= sign * a.memory_mb
-    host.free_disk_mb -= sign * a.disk_mb
-    host.vcpus_used += sign * a.vcpus
-    host.num_instances += sign
-    host.num_io_ops += sign
-
-
 class ScratchCache:
     """The live cache for reading; consumption goes to the (scratch) host it is given.
 
@@ -81,6 +74,7 @@ class ScratchCache:
     def __init__(self, cache: HostCache, *, keep: bool = True) -> None:
         self._cache = cache
         self._keep = keep
+        self.metrics: Counter[str] = Counter()  # the live cache's counters stay untouched
 
     def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
         return self._cache.get_by_uuids(uuids)
@@ -104,39 +98,31 @@ class ScratchCache:
         instance_uuid: str,
         *,
         placed: PlacedNumaPci | None = None,
-        **_legacy: Any,
     ) -> None:
-        """The cache's consume on a scratch copy (``place_numa_pci`` already set NUMA/PCI)."""
-        flavor = spec.flavor
-        a = Assumption(
-            instance_uuid=instance_uuid,
-            memory_mb=int(flavor.memory_mb),
-            disk_mb=int(flavor.root_gb + flavor.ephemeral_gb) * 1024,
-            vcpus=int(flavor.vcpus),
-            created=0.0,
+        """The cache's consume (``state.assumptions``) on a scratch copy, which has no DB
+        snapshot to rebase on."""
+        assumptions.consume(
+            host,
+            spec,
+            instance_uuid,
             placed=placed,
+            now=0.0,
+            rebase_host=_no_snapshot,
+            metrics=self.metrics,
         )
-        if instance_uuid not in host.assumed:
-            _apply(host, a, 1)
-        if self._keep:
-            host.assumed[instance_uuid] = a
-        host.instances.add(instance_uuid)  # the server-group filters read it
-        host.touch()
-
-    def release_locked(self, host: HostState, instance_uuid: str) -> None:
-        """Scalars only: a scratch host is thrown away after the run, never reused."""
-        a = host.assumed.pop(instance_uuid, None)
-        if a is not None:
-            _apply(host, a, -1)
-            host.instances.discard(instance_uuid)
-            host.touch()
+        if not self._keep:
+            del host.assumed[instance_uuid]
 
     async def release(self, host: HostState, instance_uuid: str) -> None:
-        self.release_locked(host, instance_uuid)
+        assumptions.release(host, (instance_uuid,), rebase_host=_no_snapshot, metrics=self.metrics)
 
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
         for host, instance_uuid in consumed:
-            self.release_locked(host, instance_uuid)
+            await self.release(host, instance_uuid)
+
+
+def _no_snapshot(host: HostState) -> bool:
+    return False
 
 
 class NoClaims:
