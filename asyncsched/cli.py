@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -197,11 +197,12 @@ def cmd_generate_sample(args: argparse.Namespace) -> int:
 
 
 def _request_fields(args: argparse.Namespace) -> dict[str, Any]:
+    from asyncsched.admin.explain_api import PAIR_PARAMS
+
     fields: dict[str, Any] = {"vcpus": args.vcpus, "ram": args.ram, "disk": args.disk}
-    for key, pairs in (("extra_specs", args.extra_spec), ("image_properties", args.image_prop),
-                       ("scheduler_hints", args.hint)):  # fmt: skip
-        if pairs:
-            fields[key] = dict(pairs)
+    for param, key in PAIR_PARAMS.items():  # --extra-spec K=V lands in args.extra_spec
+        if getattr(args, param):
+            fields[key] = dict(getattr(args, param))
     if args.az:
         fields["availability_zone"] = args.az
     return fields
@@ -248,6 +249,13 @@ def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | N
     return body
 
 
+def _show(args: argparse.Namespace, answer: Any, text: Callable[[Any], str]) -> int:
+    if answer is None:
+        return EX_FAILURE
+    sys.stdout.write(json.dumps(answer, indent=2) + "\n" if args.json else text(answer))
+    return EX_OK
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from asyncsched.admin.report import explain_text, request_words
 
@@ -256,29 +264,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.host:
         body["host"] = args.host
     answer = _ask(args, "POST", "/v1/explain", json=body)
-    if answer is None:
-        return EX_FAILURE
-    out = json.dumps(answer, indent=2) + "\n" if args.json else None
-    sys.stdout.write(out or explain_text(answer, request_words(fields)))
-    return EX_OK
+    return _show(args, answer, lambda a: explain_text(a, request_words(fields)))
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
+    from asyncsched.admin.explain_api import query_from_fields
     from asyncsched.admin.report import capacity_text, request_words
 
     fields = _request_fields(args)
-    params: list[tuple[str, str]] = [(k, str(fields[k])) for k in ("vcpus", "ram", "disk")]
-    for flag, key in (("extra_spec", "extra_specs"), ("image_prop", "image_properties"),
-                      ("hint", "scheduler_hints")):  # fmt: skip
-        params += [(flag, f"{k}={v}") for k, v in fields.get(key, {}).items()]
-    if args.az:
-        params.append(("az", args.az))
-    answer = _ask(args, "GET", "/v1/capacity", params=params)
-    if answer is None:
-        return EX_FAILURE
-    out = json.dumps(answer, indent=2) + "\n" if args.json else None
-    sys.stdout.write(out or capacity_text(answer, request_words(fields)))
-    return EX_OK
+    answer = _ask(args, "GET", "/v1/capacity", params=query_from_fields(fields))
+    return _show(args, answer, lambda a: capacity_text(a, request_words(fields)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

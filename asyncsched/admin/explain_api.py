@@ -31,7 +31,12 @@ LOG = logging.getLogger(__name__)
 
 MAX_INSTANCES = 1000  # an explain of a larger multi-create is refused, not run
 MAX_TOP = 100
-_PAIRS = {"extra_spec": "extra_specs", "image_prop": "image_properties", "hint": "scheduler_hints"}
+#: query parameter (and CLI flag) -> the request field of KEY=VALUE pairs it fills
+PAIR_PARAMS = {
+    "extra_spec": "extra_specs",
+    "image_prop": "image_properties",
+    "hint": "scheduler_hints",
+}
 _WORDS = ("vcpus", "ram", "disk", "ephemeral", "swap", "availability_zone", "az",
           "num_instances", "project_id", "user_id", "host", "top")  # fmt: skip
 
@@ -98,15 +103,23 @@ def fields_from_query(query: Iterable[tuple[str, str]]) -> dict[str, Any]:
     """``vcpus=2&extra_spec=hw:cpu_policy=dedicated&...`` -> the fields of a JSON request."""
     out: dict[str, Any] = {}
     for key, value in query:
-        if key in _PAIRS:
+        if key in PAIR_PARAMS:
             k, sep, v = value.partition("=")
             if not sep or not k:
                 raise BadRequest(f"{key}: {value!r} is not KEY=VALUE")
-            out.setdefault(_PAIRS[key], {})[k] = v
+            out.setdefault(PAIR_PARAMS[key], {})[k] = v
         elif key in _WORDS:
             out[key] = value
         else:
             raise BadRequest(f"unknown parameter {key!r}")
+    return out
+
+
+def query_from_fields(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The inverse of ``fields_from_query`` (what ``asyncsched capacity`` sends)."""
+    out = [(k, str(v)) for k, v in fields.items() if k in _WORDS and v is not None]
+    for param, key in PAIR_PARAMS.items():
+        out += [(param, f"{k}={v}") for k, v in (fields.get(key) or {}).items()]
     return out
 
 
