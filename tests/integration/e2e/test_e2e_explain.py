@@ -153,15 +153,6 @@ async def stack(
         await db.drop()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
-    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def primitive(n: int) -> dict[str, Any]:
     return request_spec_primitive(num_instances=n, group_policy=None, **FLAVOR)
 
