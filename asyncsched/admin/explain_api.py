@@ -128,8 +128,9 @@ class ExplainAPI:
 
     def __init__(self, manager: SchedulerManager) -> None:
         self._mgr = manager
-        # one capacity run at a time: each holds CPU for seconds at 10,000 hosts
-        self._capacity_lock = asyncio.Lock()
+        # one dry run at a time: a capacity run holds CPU for seconds at 10,000 hosts, and
+        # operators' questions must not crowd out the scheduling they ask about
+        self._one_at_a_time = asyncio.Lock()
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/explain", self.explain), web.get("/v1/capacity", self.capacity)]
@@ -150,15 +151,16 @@ class ExplainAPI:
             return _error(f"num_instances: at most {MAX_INSTANCES} in an explain")
         host = body.get("host")
         mgr = self._mgr
-        out = await explain(
-            mgr.config,
-            mgr.cache,
-            mgr.placement,
-            spec,
-            clock=mgr.clock,
-            host=str(host) if host else None,
-            top=top,
-        )
+        async with self._one_at_a_time:
+            out = await explain(
+                mgr.config,
+                mgr.cache,
+                mgr.placement,
+                spec,
+                clock=mgr.clock,
+                host=str(host) if host else None,
+                top=top,
+            )
         return web.json_response(out.as_dict())
 
     async def capacity(self, request: web.Request) -> web.Response:
@@ -168,7 +170,7 @@ class ExplainAPI:
         except BadRequest as exc:
             return _error(str(exc))
         mgr = self._mgr
-        async with self._capacity_lock:
+        async with self._one_at_a_time:
             out = await capacity(mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock)
         return web.json_response(out.as_dict())
 

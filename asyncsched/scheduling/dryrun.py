@@ -371,7 +371,6 @@ async def dry_run(
 ) -> DryRun:
     """What select_destinations would answer now for ``spec``; claims and assumes nothing."""
     mgr = DryRunManager.over(config, cache, placement, clock=clock, seed=seed)
-    await mgr.engine.prepare(cache.all_hosts())
     uuids = [str(uuidlib.uuid4()) for _ in range(max(1, spec.num_instances))]
     selections: list[list[Selection]] = []
     error: str | None = None

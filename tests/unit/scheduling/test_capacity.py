@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -14,7 +15,7 @@ from asyncsched.objects.models import (
     RequestContext,
     RequestSpec,
 )
-from asyncsched.scheduling.capacity import Capacity, capacity
+from asyncsched.scheduling.capacity import YIELD_EVERY, Capacity, capacity
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 
@@ -107,3 +108,22 @@ async def test_nothing_fits_anywhere() -> None:
     out, _, _ = await count(cloud(3), boot(flavor=big))
     assert out.total == 0 and out.per_host == {}
     assert out.excluded == {"Placement: no allocation candidates": 3}
+
+
+async def test_a_long_run_yields_to_the_event_loop() -> None:
+    hosts = [host(f"cmp{i}", total_usable_ram_mb=65536) for i in range(200)]
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    out, _, _ = await count(hosts, boot())
+    done = True
+    await task
+    assert out.total == 200 * 10  # DISK_GB: 100 / 10 per host
+    assert ticks >= out.total // YIELD_EVERY
