@@ -26,11 +26,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from asyncsched.conf.options import Config
-from asyncsched.objects.models import Aggregate, CellMapping, Flavor, RequestSpec
+from asyncsched.objects.models import (
+    Aggregate,
+    CellMapping,
+    Flavor,
+    RequestContext,
+    RequestSpec,
+)
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.capacity import capacity
 from asyncsched.scheduling.dryrun import DryRunManager
+from asyncsched.scheduling.manager import _Request
 from asyncsched.state.host_state import HostState
 from bench.synthetic_cloud import NOW, make_cloud
 
@@ -126,9 +133,7 @@ async def _baseline(cloud: MemoryCloud, config: Config, spec: RequestSpec, sampl
     """Seconds per instance of the sequential decide-and-consume loop (a scratch manager)."""
     mgr = DryRunManager.over(config, cloud, cloud, clock=lambda: NOW)
     hosts, spec = await mgr.hosts_for(spec)
-    from asyncsched.scheduling.manager import _Request
-
-    req = _Request(mgr, mgr_ctx(), spec, hosts, mgr.engine, None, True)
+    req = _Request(mgr, RequestContext(request_id="req-bench"), spec, hosts, mgr.engine, None, True)
     t0 = time.perf_counter()
     done = 0
     for i in range(sample):
@@ -138,12 +143,6 @@ async def _baseline(cloud: MemoryCloud, config: Config, spec: RequestSpec, sampl
         await req.consume(base, spec, f"i-{i}")
         done += 1
     return (time.perf_counter() - t0) / max(1, done)
-
-
-def mgr_ctx() -> Any:
-    from asyncsched.objects.models import RequestContext
-
-    return RequestContext(request_id="req-bench")
 
 
 async def measure(n: int, sample: int) -> dict[str, float]:

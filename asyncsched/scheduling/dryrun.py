@@ -7,8 +7,9 @@
   one instance (scalars, NUMA, PCI) lands on a copy and the next instance sees it, but the
   live cache, its assumptions and the live engine's columns never do;
 * Placement is the real client for ``GET /allocation_candidates`` and a stand-in for claims
-  (:class:`NoClaims`): a claim is recorded and answered "accepted" without a request, so the
-  claim path (candidates per host, alternates, allocation requests) runs as for a real call;
+  (:class:`NoClaims`): a claim is never sent, it is judged on the capacity and usage Placement
+  returned with the candidates, so the claim path (candidates per host, a refused claim
+  re-placed, alternates, rollback) runs as for a real call;
 * random generator and diagnostics are its own, so a dry run does not move the live ones.
 
 :class:`TracedHosts` keeps what the first instance went through (reasons, survivors, each
