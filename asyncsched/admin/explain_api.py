@@ -6,7 +6,8 @@ or the flavor words of the openstack CLI: ``vcpus``, ``ram`` (MiB), ``disk`` (GB
 ``availability_zone``, ``num_instances``, ``project_id``, ``user_id``. Those are read through
 the codec's legacy request decoder, so an image property or hint means what it means in a
 real request. ``host`` names a host to explain. For ``GET /v1/capacity`` the same words come
-as query parameters (``extra_spec=K=V``, ``image_prop=K=V``, ``hint=K=V`` repeated).
+as query parameters (``extra_spec=K=V``, ``image_prop=K=V``, ``hint=K=V`` repeated);
+``POST /v1/capacity`` takes the JSON body explain takes.
 
 A flavor-words request carries no NUMA topology or PCI requests: nova-api derives those from
 the flavor and image before it asks the scheduler. Pass a RequestSpec primitive for them.
@@ -133,16 +134,15 @@ class ExplainAPI:
         self._one_at_a_time = asyncio.Lock()
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.post("/v1/explain", self.explain), web.get("/v1/capacity", self.capacity)]
+        return [
+            web.post("/v1/explain", self.explain),
+            web.get("/v1/capacity", self.capacity),
+            web.post("/v1/capacity", self.capacity),  # a JSON body, e.g. a RequestSpec
+        ]
 
     async def explain(self, request: web.Request) -> web.Response:
         try:
-            body = await request.json()
-        except ValueError:
-            return _error("the body is not JSON")
-        if not isinstance(body, dict):
-            return _error("the body must be a JSON object")
-        try:
+            body = await _body(request)
             spec = spec_from_fields(body)
             top = min(MAX_TOP, _int(body, "top", 10))
         except BadRequest as exc:
@@ -165,7 +165,10 @@ class ExplainAPI:
 
     async def capacity(self, request: web.Request) -> web.Response:
         try:
-            fields = fields_from_query(request.query.items())
+            if request.method == "POST":
+                fields = await _body(request)
+            else:
+                fields = fields_from_query(request.query.items())
             spec = spec_from_fields(fields)
         except BadRequest as exc:
             return _error(str(exc))
@@ -173,6 +176,16 @@ class ExplainAPI:
         async with self._one_at_a_time:
             out = await capacity(mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock)
         return web.json_response(out.as_dict())
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
 
 
 def _error(message: str) -> web.Response:

@@ -77,6 +77,14 @@ async def test_capacity_query_and_bad_requests(served: tuple[str, FakePlacement]
             assert r.status == 400 and "vcpus" in (await r.json())["error"]
         async with s.get(f"{url}/v1/capacity?colour=red") as r:
             assert r.status == 400
+        body = {"ram": 1024, "disk": 10, "image_properties": {"hw_architecture": "x86_64"}}
+        async with s.post(f"{url}/v1/capacity", json=body) as r:
+            assert r.status == 200
+            out = await r.json()
+        # the image property reaches the filters: these hosts declare no architectures
+        assert out["total"] == 0 and "ImagePropertiesFilter" in " ".join(out["excluded"])
+        async with s.post(f"{url}/v1/capacity", json=[1]) as r:
+            assert r.status == 400 and "object" in (await r.json())["error"]
         async with s.post(f"{url}/v1/explain", data=b"not json") as r:
             assert r.status == 400
         async with s.post(f"{url}/v1/explain", json={"request_spec": {"flavor": 3}}) as r:
