@@ -9,6 +9,7 @@ on the consumption the dry runs apply to their copies.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from typing import Any
@@ -22,9 +23,11 @@ from asyncsched.scheduling.dryrun import dry_run
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from bench.synthetic_cloud import NOW, make_cloud
+from tests.unit.resources.numa.numa_data import dedicated_cell, guest
+from tests.unit.resources.numa.numa_data import host as numa_host
 
 from .sched_fakes import FakeCache, FakePlacement
-from .sched_helpers import config
+from .sched_helpers import config, host
 
 CTX = RequestContext(request_id="req-parity", user_id="u", project_id="p")
 FILTERS = ["ComputeFilter", "IoOpsFilter", "NumInstancesFilter", "ImagePropertiesFilter"]
@@ -90,3 +93,48 @@ async def test_capacity_is_what_a_real_multi_create_achieves(seed: int) -> None:
         await boot(cap.total + 1)
     assert placement.allocations == {}
     assert len(await boot(cap.total)) == cap.total
+
+
+async def test_numa_pinning_lands_on_the_copies_and_counts_in_capacity() -> None:
+    """A pinned request: the dry run pins CPUs on its copies (instance 2 sees instance 1's
+    pins), the live topology keeps none, and capacity stops hosts on the NUMA filter."""
+    topo = numa_host("two_socket_28c.json")
+    hosts = [
+        host(
+            f"cmp{i}",
+            numa_topology=topo,
+            free_ram_mb=10**6,
+            total_usable_ram_mb=10**6,
+            vcpus_total=112,
+            total_usable_disk_gb=10**5,
+        )
+        for i in range(2)
+    ]
+    conf = config(filter_scheduler={"enabled_filters": ("ComputeFilter", "NUMATopologyFilter")})
+    spec = RequestSpec(
+        flavor=Flavor(
+            memory_mb=1024, vcpus=8, root_gb=1, extra_specs={"hw:cpu_policy": "dedicated"}
+        ),
+        numa_topology=guest(dedicated_cell(list(range(8)), 1024)),
+        project_id="p",
+        user_id="u",
+        num_instances=2,
+    )
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    dry = await dry_run(conf, cache, placement, spec, clock=lambda: NOW)
+    assert dry.error is None and dry.hosts is not None
+    pinned = sum(len(c.pinned_cpus) for s in dry.hosts.states for c in s.numa_topology.cells)  # type: ignore[union-attr]
+    assert pinned == 16
+    assert all(h.numa_topology is topo for h in hosts)  # live hosts untouched
+    cap = await capacity(conf, cache, placement, spec, clock=lambda: NOW)
+    assert cap.limited_by and all(k.startswith("NUMATopologyFilter") for k in cap.limited_by)
+    assert cap.total == sum(cap.per_host.values()) and all(h.numa_topology is topo for h in hosts)
+    mgr = SchedulerManager(conf, cache, placement, clock=lambda: NOW)
+    for n, fits in ((cap.total + 1, False), (cap.total, True)):  # the real pins agree
+        many = dataclasses.replace(spec, num_instances=n)
+        uuids = [str(uuid.uuid4()) for _ in range(n)]
+        if fits:
+            assert len(await mgr.select_destinations(CTX, many, uuids, True, False)) == n
+        else:
+            with pytest.raises(NoValidHost):
+                await mgr.select_destinations(CTX, many, uuids, True, False)
