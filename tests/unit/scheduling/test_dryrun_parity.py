@@ -99,17 +99,22 @@ async def test_numa_pinning_lands_on_the_copies_and_counts_in_capacity() -> None
     """A pinned request: the dry run pins CPUs on its copies (instance 2 sees instance 1's
     pins), the live topology keeps none, and capacity stops hosts on the NUMA filter."""
     topo = numa_host("two_socket_28c.json")
-    hosts = [
-        host(
-            f"cmp{i}",
-            numa_topology=topo,
-            free_ram_mb=10**6,
-            total_usable_ram_mb=10**6,
-            vcpus_total=112,
-            total_usable_disk_gb=10**5,
-        )
-        for i in range(2)
-    ]
+
+    def cloud() -> list[HostState]:
+        return [
+            host(
+                f"cmp{i}",
+                uuid=f"00000000-0000-0000-0000-00000000000{i}",
+                numa_topology=topo,
+                free_ram_mb=10**6,
+                total_usable_ram_mb=10**6,
+                vcpus_total=112,
+                total_usable_disk_gb=10**5,
+            )
+            for i in range(2)
+        ]
+
+    hosts = cloud()
     conf = config(filter_scheduler={"enabled_filters": ("ComputeFilter", "NUMATopologyFilter")})
     spec = RequestSpec(
         flavor=Flavor(
@@ -129,8 +134,9 @@ async def test_numa_pinning_lands_on_the_copies_and_counts_in_capacity() -> None
     cap = await capacity(conf, cache, placement, spec, clock=lambda: NOW)
     assert cap.limited_by and all(k.startswith("NUMATopologyFilter") for k in cap.limited_by)
     assert cap.total == sum(cap.per_host.values()) and all(h.numa_topology is topo for h in hosts)
-    mgr = SchedulerManager(conf, cache, placement, clock=lambda: NOW)
     for n, fits in ((cap.total + 1, False), (cap.total, True)):  # the real pins agree
+        fresh = cloud()  # (the fake cache's release does not unpin: a cloud per attempt)
+        mgr = SchedulerManager(conf, FakeCache(fresh), FakePlacement(fresh), clock=lambda: NOW)
         many = dataclasses.replace(spec, num_instances=n)
         uuids = [str(uuid.uuid4()) for _ in range(n)]
         if fits:
