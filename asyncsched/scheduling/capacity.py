@@ -30,7 +30,7 @@ import numpy as np
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import RequestContext, RequestSpec
-from asyncsched.scheduling.dryrun import DryRunManager, TracedHosts
+from asyncsched.scheduling.dryrun import DryRunManager, TracedHosts, why_no_host
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.manager import _Request
 from asyncsched.scheduling.selection import availability_zone
@@ -89,7 +89,9 @@ async def capacity(
     try:
         hosts, spec = await mgr.hosts_for(spec)
     except NoValidHost as exc:
-        why = f"Placement: {exc.reason or 'no allocation candidates'}"
+        why = why_no_host(exc, "no allocation candidates")
+        if not why.startswith("Placement"):
+            why = f"Placement: {why}"
         return _empty(known, started, {why: known})
     fill = _Fill(mgr, hosts, spec)
     await fill.run()

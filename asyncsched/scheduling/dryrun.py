@@ -29,7 +29,7 @@ from operator import attrgetter
 from typing import Any
 
 from asyncsched.conf.options import Config
-from asyncsched.exceptions import NoValidHost
+from asyncsched.exceptions import NoValidHost, PlacementError
 from asyncsched.objects.models import Aggregate, CellMapping, RequestContext, RequestSpec, Selection
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
@@ -378,7 +378,16 @@ async def dry_run(
     try:
         selections = await mgr.select_destinations(_context(spec), spec, uuids, True, True)
     except NoValidHost as exc:
-        error = exc.reason or "No valid host was found."
+        error = why_no_host(exc, "No valid host was found.")
     summary = mgr.diagnostics.recent()[-1]
     claims = dict(mgr.no_claims.claims)
     return DryRun(selections, summary, mgr.engine.traced, claims, mgr.engine, error)
+
+
+def why_no_host(exc: NoValidHost, default: str) -> str:
+    """NoValidHost's reason; when Placement failed (the manager turns that into NoValidHost,
+    as nova does), say so rather than "no candidates"."""
+    cause = exc.__cause__
+    if isinstance(cause, PlacementError):
+        return f"Placement failed: {cause}"
+    return exc.reason or default

@@ -127,3 +127,12 @@ async def test_a_long_run_yields_to_the_event_loop() -> None:
     await task
     assert out.total == 200 * 10  # DISK_GB: 100 / 10 per host
     assert ticks >= out.total // YIELD_EVERY
+
+
+async def test_a_failing_placement_is_named_not_taken_for_no_room() -> None:
+    hosts = cloud(2)
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    placement.broken = True
+    out = await capacity(config(), cache, placement, boot(), clock=lambda: NOW)
+    assert out.total == 0
+    assert out.excluded == {"Placement failed: placement is down": 2}

@@ -122,3 +122,12 @@ async def test_multi_create_beyond_what_fits_fails_whole_in_the_dry_run_too() ->
     out, _, placement = await run(hosts, boot(20))  # 8 vCPU x ratio, 8 GiB each: RAM runs out
     assert out.outcome.startswith("NoValidHost")
     assert placement.allocations == {} and all(not h.assumed for h in hosts)
+
+
+async def test_a_failing_placement_is_named_in_the_outcome() -> None:
+    hosts = cloud(2)
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    placement.broken = True
+    out = await explain(config(), cache, placement, boot(), clock=lambda: NOW)
+    assert out.outcome == "NoValidHost: Placement failed: placement is down"
+    assert out.steps[0].hosts_out == 0 and out.selections == ()
