@@ -52,7 +52,8 @@ def explain_text(answer: Mapping[str, Any], what: str) -> str:
     rows = [["step", "in", "out", "dropped"]]
     for s in answer["steps"]:
         gone = s["in"] - s["out"]
-        detail = s["note"] or (f"-{gone} ({_counts(s['reasons'])})" if gone else "")
+        dropped = f"-{gone} ({_counts(s['reasons'])})" if gone else ""
+        detail = "; ".join(x for x in (dropped, s["note"]) if x)
         rows.append([s["name"], str(s["in"]), str(s["out"]), detail])
     lines += table(rows)
     top = answer["top"]

@@ -133,7 +133,7 @@ async def explain(
     run = await dry_run(config, cache, placement, spec, clock=clock)
     known = len(cache.all_hosts())
     first = run.hosts.first if run.hosts is not None else None
-    steps = _funnel(run, known, first)
+    steps = _funnel(run, known, first, config.scheduler.max_placement_results)
     ranked = _ranked(run, first)
     verdict = _verdict(run, cache, first, ranked, host) if host else None
     outcome = "ok" if run.error is None else f"NoValidHost: {run.error}"
@@ -149,10 +149,12 @@ async def explain(
     )
 
 
-def _funnel(run: DryRun, known: int, first: FirstInstance | None) -> tuple[Step, ...]:
+def _funnel(run: DryRun, known: int, first: FirstInstance | None, limit: int) -> tuple[Step, ...]:
     hosts = run.hosts
     initial = hosts.initial if hosts is not None else 0
-    steps = [Step(PLACEMENT_STEP, known, initial, {"not-a-candidate": known - initial})]
+    capped = f"at most {limit} candidates ([scheduler] max_placement_results)"
+    note = capped if initial >= limit else None
+    steps = [Step(PLACEMENT_STEP, known, initial, {"not-a-candidate": known - initial}, note)]
     if hosts is None or first is None:
         return tuple(steps)
     left = initial

@@ -121,6 +121,10 @@ class FakePlacement:
                     rc: {"capacity": total, "used": used.get(rc, 0)} for rc, total in inv.items()
                 }
                 summaries[rp] = {"resources": resources, "traits": []}
+        if request.limit is not None:  # Placement's limit: the first N (it shuffles; we don't)
+            areqs = areqs[: request.limit]
+            kept = {rp for ar in areqs for rp in ar["allocations"]}
+            summaries = {rp: v for rp, v in summaries.items() if rp in kept}
         return Candidates.parse({"allocation_requests": areqs, "provider_summaries": summaries})
 
     async def claim(

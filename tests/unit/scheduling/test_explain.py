@@ -131,3 +131,10 @@ async def test_a_failing_placement_is_named_in_the_outcome() -> None:
     out = await explain(config(), cache, placement, boot(), clock=lambda: NOW)
     assert out.outcome == "NoValidHost: Placement failed: placement is down"
     assert out.steps[0].hosts_out == 0 and out.selections == ()
+
+
+async def test_the_placement_limit_is_said_when_it_cut_the_candidates() -> None:
+    conf = config(filter_scheduler=WEIGHERS, scheduler={"max_placement_results": 3})
+    out, _, _ = await run(cloud(5), boot(), conf=conf)
+    assert (out.steps[0].hosts_in, out.steps[0].hosts_out) == (5, 3)
+    assert out.steps[0].note is not None and "max_placement_results" in out.steps[0].note
