@@ -153,8 +153,8 @@ def _funnel(run: DryRun, known: int, first: FirstInstance | None, limit: int) ->
     hosts = run.hosts
     initial = hosts.initial if hosts is not None else 0
     capped = f"at most {limit} candidates ([scheduler] max_placement_results)"
-    note = capped if initial >= limit else None
-    steps = [Step(PLACEMENT_STEP, known, initial, {"not-a-candidate": known - initial}, note)]
+    cut = capped if initial >= limit else None
+    steps = [Step(PLACEMENT_STEP, known, initial, {"not-a-candidate": known - initial}, cut)]
     if hosts is None or first is None:
         return tuple(steps)
     left = initial
