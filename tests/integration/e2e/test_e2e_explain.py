@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -176,27 +177,35 @@ async def test_explain_names_disabled_on_a_disabled_host_and_claims_nothing(stac
     assert no_token.returncode == 1 and "HTTP 401" in no_token.stderr
 
 
+async def admin(stack: Stack, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as s,
+        s.request(method, f"{stack.url}{path}", json=body) as r,
+    ):
+        assert r.status == 200, await r.text()
+        answer: dict[str, Any] = await r.json()
+        return answer
+
+
 async def test_explain_foretells_the_real_decision_and_leaves_no_trace(
     stack: Stack, client: OsloSchedulerClient
 ) -> None:
     async def explained(n: int) -> dict[str, Any]:
-        import aiohttp
+        return await admin(
+            stack, "POST", "/v1/explain", {"request_spec": primitive(n), "host": "west-1"}
+        )
 
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        body = {"request_spec": primitive(n), "host": "west-1"}
-        async with (
-            aiohttp.ClientSession(headers=headers) as s,
-            s.post(f"{stack.url}/v1/explain", json=body) as r,
-        ):
-            assert r.status == 200, await r.text()
-            answer: dict[str, Any] = await r.json()
-            return answer
-
+    status = await admin(stack, "GET", "/v1/status")
+    decided = status["components"]["scheduler"]["recent_outcomes"]
     first = await explained(3)
     again = await explained(3)  # an explain changes nothing an explain can see
     assert first["selections"] == again["selections"] and first["top"] == again["top"]
     assert first["outcome"] == "ok" and first["claimed"] is False
     assert await stack.usages() == {name: {} for name in stack.cloud.hosts}
+    status = await admin(stack, "GET", "/v1/status")
+    assert status["components"]["hoststate"]["assumed"] == 0  # no assumption in the cache
+    assert status["components"]["scheduler"]["recent_outcomes"] == decided  # no decision
     uuids = [str(uuid.uuid4()) for _ in range(3)]
     reply = await asyncio.to_thread(client.select_destinations, primitive(3), uuids)
     real = decode_reply(reply)
@@ -206,6 +215,8 @@ async def test_explain_foretells_the_real_decision_and_leaves_no_trace(
     ]
     used = await stack.usages()
     assert sum(u.get("MEMORY_MB", 0) for u in used.values()) == 3 * 2048  # only the real ones
+    status = await admin(stack, "GET", "/v1/status")
+    assert status["components"]["hoststate"]["assumed"] == 3
     async with stack.placement.seeder() as seeder:
         for u in uuids:
             status, _ = await seeder.call("DELETE", f"/allocations/{u}")
