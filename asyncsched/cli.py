@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "capacity", help="how many more instances of a flavor fit, and where (dry run)"
     )
     _add_request_flags(capacity)
+    capacity.add_argument("--host", metavar="NAME", help="also say how many fit on this host")
     return parser
 
 
@@ -273,7 +274,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
     fields = _request_fields(args)
     answer = _ask(args, "GET", "/v1/capacity", params=query_from_fields(fields))
-    return _show(args, answer, lambda a: capacity_text(a, request_words(fields)))
+    return _show(args, answer, lambda a: capacity_text(a, request_words(fields), args.host))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

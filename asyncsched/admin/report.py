@@ -93,7 +93,7 @@ def _verdict(v: Mapping[str, Any]) -> str:
     return f"host {name}: {kind}" + (f" ({v['reason']})" if v.get("reason") else "")
 
 
-def capacity_text(answer: Mapping[str, Any], what: str) -> str:
+def capacity_text(answer: Mapping[str, Any], what: str, host: str | None = None) -> str:
     lines = [
         f"capacity: {what}",
         f"  {answer['total']} more instances fit, on {answer['hosts_used']} of "
@@ -112,4 +112,11 @@ def capacity_text(answer: Mapping[str, Any], what: str) -> str:
         for name, count in answer[key].items():
             rows.append([label, name, str(count)])
     lines += table(rows)
+    if host:
+        mine = {k: v for k, v in answer["per_host"].items() if host.lower() in k.lower().split("/")}
+        count = sum(mine.values())
+        lines += [
+            "",
+            f"host {host}: {count} more" + ("" if count else " (explain --host says why)"),
+        ]
     return "\n".join(lines) + "\n"

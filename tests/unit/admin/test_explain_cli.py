@@ -78,6 +78,10 @@ def test_capacity_prints_counts_and_what_runs_out(
     assert "16 more instances fit, on 2 of 3 hosts" in out
     assert "runs out first: Placement: MEMORY_MB" in out
     assert "hosts taking none: ComputeFilter: disabled 1" in out
+    assert main(["capacity", "--url", url, "--ram", "1024", "--disk", "10", "--host", "cmp0"]) == 0
+    assert "host cmp0: 8 more" in capsys.readouterr().out
+    assert main(["capacity", "--url", url, "--ram", "1024", "--disk", "10", "--host", "cmp1"]) == 0
+    assert "host cmp1: 0 more (explain --host says why)" in capsys.readouterr().out
 
 
 def test_unreachable_endpoint_and_bad_flags(
