@@ -245,6 +245,10 @@ async def test_counts_after_real_traffic(stack: Stack, client: OsloSchedulerClie
     assert at(after, "asyncsched_host_state_hosts") == 7
     for cell in ("api", "cell1", "cell2"):
         assert at(after, "asyncsched_host_state_age_seconds", cell=cell) < MAX_AGE
+    refresh = "asyncsched_host_state_refresh_duration_seconds_count"
+    for cell in ("api", "cell1", "cell2"):
+        assert at(after, refresh, cell=cell, kind="full") == 1  # the initial load
+        assert at(after, refresh, cell=cell, kind="incremental") > 0  # every 0.3 s since
     assert at(after, "asyncsched_event_loop_lag_seconds_count") > 0
     assert at(after, "asyncsched_up") == 1
 
@@ -272,6 +276,8 @@ async def test_readyz_follows_a_cell_database(stack: Stack) -> None:
         assert at(got, "asyncsched_host_state_stale", cell="cell2") == 1
         assert at(got, "asyncsched_host_state_consecutive_failures", cell="cell2") >= 1
         assert at(got, "asyncsched_host_state_age_seconds", cell="cell2") > MAX_AGE
+        assert at(got, "asyncsched_host_state_refresh_failures_total", cell="cell2") >= 1
+        assert at(got, "asyncsched_host_state_refresh_failures_total", cell="cell1") == 0
     finally:
         stack.proxy.restore()
     await wait_ready(stack, 200)
