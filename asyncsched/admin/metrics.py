@@ -97,7 +97,8 @@ class Metrics:
         self.nvh = counters(
             "asyncsched_no_valid_host_total",
             "NoValidHost answers, by the filter that emptied the host list, or by cause "
-            "(placement_no_candidates, placement_error, claims, not_enough_hosts).",
+            "(placement_no_candidates, placement_error, request, claims, "
+            "not_enough_hosts, chance_driver).",
             ("filter",),
         )
         self.replaced = counter(
