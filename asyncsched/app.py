@@ -218,8 +218,8 @@ def build_daemon(
         )
     # The snapshot is only read at scrape/probe time, when ``components`` exists.
     snapshot = health if health is not None else (lambda: health_snapshot("running", components))
-    registry, metrics = build_registry(lambda: snapshot())
-    cache = HostStateCache(config)
+    registry, metrics = build_registry(snapshot)
+    cache = HostStateCache(config, recorder=metrics)
     placement = PlacementClient.from_config(config, recorder=metrics)
     # loads filters/weighers: ConfigError
     manager = SchedulerManager(config, cache, placement, recorder=metrics)

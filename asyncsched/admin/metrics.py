@@ -16,7 +16,7 @@ fixed sets (never a host, instance or request id).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -43,18 +43,38 @@ LATENCY_BUCKETS = (
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 HealthSource = Callable[[], Mapping[str, Any]]
+M = TypeVar("M", Counter, Histogram)
+
+
+class Labelled(Generic[M]):
+    """``metric.labels(*values)`` resolved once per value tuple: ``labels()`` takes a lock and
+    builds its key on every call (5 µs here); our values come from small fixed sets."""
+
+    def __init__(self, metric: M) -> None:
+        self.metric: M = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
 
 
 class Metrics:
     """The Prometheus-backed Recorder, registered on the daemon's registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        def hist(name: str, doc: str, labels: tuple[str, ...] = (), **kw: Any) -> Histogram:
-            kw.setdefault("buckets", LATENCY_BUCKETS)
-            return Histogram(name, doc, labels, registry=registry, **kw)
+        def hist(name: str, doc: str, labels: tuple[str, ...]) -> Labelled[Histogram]:
+            return Labelled(
+                Histogram(name, doc, labels, registry=registry, buckets=LATENCY_BUCKETS)
+            )
 
-        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
-            return Counter(name, doc, labels, registry=registry)
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, registry=registry)
+
+        def counters(name: str, doc: str, labels: tuple[str, ...]) -> Labelled[Counter]:
+            return Labelled(Counter(name, doc, labels, registry=registry))
 
         self.select_duration = hist(
             "asyncsched_select_destinations_duration_seconds",
@@ -66,7 +86,7 @@ class Metrics:
             "Time one select_destinations spent per phase (candidates, decide, claim, reply).",
             ("phase",),
         )
-        self.rpc_calls = counter(
+        self.rpc_calls = counters(
             "asyncsched_rpc_calls_total",
             "RPC calls answered anew (not from the reply cache), by method and outcome.",
             ("method", "outcome"),
@@ -74,10 +94,11 @@ class Metrics:
         self.instances = counter(
             "asyncsched_instances_scheduled_total", "Instances given a host (and claimed)."
         )
-        self.nvh = counter(
+        self.nvh = counters(
             "asyncsched_no_valid_host_total",
             "NoValidHost answers, by the filter that emptied the host list, or by cause "
-            "(placement_no_candidates, placement_error, claims, not_enough_hosts).",
+            "(placement_no_candidates, placement_error, request, claims, "
+            "not_enough_hosts, chance_driver).",
             ("filter",),
         )
         self.replaced = counter(
@@ -100,32 +121,33 @@ class Metrics:
             "One host-state pass over one database (cell name, or api), by kind.",
             ("cell", "kind"),
         )
-        self.refresh_failures = counter(
+        self.refresh_failures = counters(
             "asyncsched_host_state_refresh_failures_total",
             "Host-state passes that failed, per database (cell name, or api).",
             ("cell",),
         )
-        self.loop_lag = hist(
+        self.loop_lag = Histogram(
             "asyncsched_event_loop_lag_seconds",
             "How late the event loop woke a timer: time every task waited for the loop.",
+            registry=registry,
             buckets=LOOP_LAG_BUCKETS,
         )
 
     # ---- Recorder ----
 
     def rpc_call(self, method: str, outcome: str, seconds: float) -> None:
-        self.rpc_calls.labels(method, outcome).inc()
+        self.rpc_calls(method, outcome).inc()
         if method == "select_destinations":
-            self.select_duration.labels(outcome).observe(seconds)
+            self.select_duration(outcome).observe(seconds)
 
     def phase(self, phase: str, seconds: float) -> None:
-        self.phase_duration.labels(phase).observe(seconds)
+        self.phase_duration(phase).observe(seconds)
 
     def scheduled(self, instances: int) -> None:
         self.instances.inc(instances)
 
     def no_valid_host(self, reason: str) -> None:
-        self.nvh.labels(reason).inc()
+        self.nvh(reason).inc()
 
     def claim_replaced(self) -> None:
         self.replaced.inc()
@@ -135,12 +157,12 @@ class Metrics:
         self.rolled_back.inc(claims)
 
     def placement_call(self, call: str, status: str, seconds: float) -> None:
-        self.placement.labels(call, status).observe(seconds)
+        self.placement(call, status).observe(seconds)
 
     def refresh(self, cell: str, kind: str, seconds: float, ok: bool) -> None:
-        self.refresh_duration.labels(cell, kind).observe(seconds)
+        self.refresh_duration(cell, kind).observe(seconds)
         if not ok:
-            self.refresh_failures.labels(cell).inc()
+            self.refresh_failures(cell).inc()
 
 
 class HealthCollector(Collector):

@@ -167,22 +167,25 @@ class AdminServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        placement_error = await self._placement_error()
-        reasons = not_ready_reasons(self._health(), self._limits, placement_error)
+        _, reasons = await self._verdict()
         if reasons:
             return web.Response(status=503, text="".join(f"{r}\n" for r in reasons))
         return web.Response(text="ready\n")
 
     async def _status(self, request: web.Request) -> web.Response:
-        placement_error = await self._placement_error()
-        snapshot = dict(self._health())
-        reasons = not_ready_reasons(snapshot, self._limits, placement_error)
-        snapshot["ready"] = not reasons
-        snapshot["not_ready"] = reasons
+        snapshot, reasons = await self._verdict()
+        doc = {**snapshot, "ready": not reasons, "not_ready": reasons}
         return web.Response(
-            text=json.dumps(snapshot, default=str, sort_keys=True),
-            content_type="application/json",
+            text=json.dumps(doc, default=str, sort_keys=True), content_type="application/json"
         )
+
+    async def _verdict(self) -> tuple[Mapping[str, Any], list[str]]:
+        """The snapshot and why it is not ready. Placement is only probed while running:
+        before start() the client has no session, and the state already says why."""
+        snapshot = self._health()
+        running = snapshot.get("state") == "running"
+        placement_error = await self._placement_error() if running else None
+        return snapshot, not_ready_reasons(snapshot, self._limits, placement_error)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self._registry)

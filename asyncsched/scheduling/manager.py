@@ -224,9 +224,13 @@ class SchedulerManager:
         return_alternates: bool,
     ) -> list[list[Selection]]:
         if self._chance is not None:
-            chosen = await self._chance.select_destinations(
-                ctx, spec, instance_uuids, return_objects, return_alternates
-            )
+            try:
+                chosen = await self._chance.select_destinations(
+                    ctx, spec, instance_uuids, return_objects, return_alternates
+                )
+            except NoValidHost:
+                self.recorder.no_valid_host("chance_driver")
+                raise
             self.recorder.scheduled(len(chosen))
             return chosen
         engine = self.engine

@@ -203,3 +203,12 @@ def test_read_token(tmp_path: Path) -> None:
         read_token(str(tmp_path / "e"))
     with pytest.raises(ConfigError, match="admin_token_file"):
         read_token(str(tmp_path / "missing"))
+
+
+async def test_placement_is_not_probed_before_the_service_runs(
+    server: AdminServer, snapshot: dict[str, Any], probe: Probe
+) -> None:
+    snapshot["state"] = "starting"
+    probe.error = ConnectionError("PlacementClient used before start()")
+    assert await get(server, "/readyz") == (503, "service is starting\n")
+    assert probe.calls == 0

@@ -103,3 +103,22 @@ async def test_every_claim_refused_is_counted_as_claims() -> None:
         await mgr.select_destinations(CTX, spec, uuids, True, True)
     assert rec.named("no_valid_host") == [("claims",)]
     assert len(rec.named("claim_replaced")) == 2
+
+
+async def test_the_chance_driver_counts_instances_and_no_valid_host() -> None:
+    hosts = cloud(3)
+    rec = RecordingRecorder()
+    mgr = SchedulerManager(
+        config(asyncsched={"driver": "chance"}),
+        FakeCache(hosts, []),
+        FakePlacement(hosts),
+        clock=lambda: NOW,
+        recorder=rec,
+    )
+    spec, uuids = boot(2)
+    await mgr.select_destinations(CTX, spec, uuids, True, True)
+    spec, uuids = boot(ignore_hosts=tuple(h.host for h in hosts))
+    with pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert rec.named("scheduled") == [(2,)]
+    assert rec.named("no_valid_host") == [("chance_driver",)]
