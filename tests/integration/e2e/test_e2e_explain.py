@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import pytest
 import pytest_asyncio
 
 from asyncsched.conf.options import PlacementOptions
+from tests.integration.e2e.test_e2e_serve import Daemon
 from tests.support.cloud import (
     AggregatePlan,
     Cloud,
@@ -35,7 +35,6 @@ from tests.support.cloud import (
     decode_reply,
     seed_cloud,
 )
-from tests.support.notify_listener import NotifyListener
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
@@ -67,17 +66,12 @@ class Stack:
     db: NovaDB
     placement: PlacementServer
     cloud: Cloud
-    url: str = ""
-    token_file: Path | None = None
-    proc: subprocess.Popen[bytes] | None = None
-    log: Path | None = None
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace") if self.log else ""
+    daemon: Daemon
+    url: str
+    token_file: Path
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``python -m asyncsched <args> --url U --token-file F``, as an operator runs it."""
-        assert self.token_file is not None
         cmd = [sys.executable, "-m", "asyncsched", *args]
         cmd += ["--url", self.url, "--token-file", str(self.token_file)]
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -91,19 +85,6 @@ class Stack:
             return out
 
 
-def serve(conf: Path, log: Path, notify_socket: str) -> subprocess.Popen[bytes]:
-    """``asyncsched serve`` as systemd runs it (a notify socket), stderr kept in ``log``."""
-    env = dict(os.environ, NOTIFY_SOCKET=notify_socket, PYTHONUNBUFFERED="1")
-    with open(log, "wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(conf)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(
     placement_server: PlacementServer,
@@ -111,16 +92,14 @@ async def stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Stack]:
     db = NovaDB(prefix="asyncsched_explain")
-    listener = NotifyListener()
+    await db.create(n_cells=2)
     try:
-        await db.create(n_cells=2)
         hosts, aggs = plan()
         async with placement_server.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
-        st = Stack(db, placement_server, cloud)
         tmp = tmp_path_factory.mktemp("explain")
-        st.token_file = tmp / "token"
-        st.token_file.write_text(TOKEN + "\n")
+        token_file = tmp / "token"
+        token_file.write_text(TOKEN + "\n")
         config = daemon_config(
             transport_url=module_amqp_url,
             api_url=db.api_url,
@@ -137,20 +116,21 @@ async def stack(
         conf = tmp / "asyncsched.conf"
         conf.write_text(
             config_file_text(config)
-            + f"admin_listen = 127.0.0.1:0\nadmin_token_file = {st.token_file}\n"
+            + f"admin_listen = 127.0.0.1:0\nadmin_token_file = {token_file}\n"
         )
-        st.log = tmp / "stderr.log"
-        st.proc = serve(conf, st.log, listener.address)
-        await asyncio.to_thread(listener.wait_for, "READY", "1", 60.0)
-        found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", st.stderr())
-        assert found, st.stderr()
-        st.url = found.group(1)
-        yield st
+        daemon = Daemon(conf, tmp / "stderr.log")
+        daemon.start()
+        try:
+            await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
+            found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", daemon.stderr())
+            assert found, daemon.stderr()
+            yield Stack(db, placement_server, cloud, daemon, found.group(1), token_file)
+        except BaseException:
+            print(daemon.stderr())
+            raise
+        finally:
+            daemon.stop()
     finally:
-        if "st" in locals() and st.proc is not None and st.proc.poll() is None:
-            st.proc.kill()
-            st.proc.wait(10)
-        listener.close()
         await db.drop()
 
 
