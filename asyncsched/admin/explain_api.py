@@ -161,6 +161,7 @@ class ExplainAPI:
                 host=str(host) if host else None,
                 top=top,
             )
+        LOG.info("explain (dry run, nothing claimed): %s -> %s", out.summary, out.outcome)
         return web.json_response(out.as_dict())
 
     async def capacity(self, request: web.Request) -> web.Response:
@@ -175,6 +176,13 @@ class ExplainAPI:
         mgr = self._mgr
         async with self._one_at_a_time:
             out = await capacity(mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock)
+        LOG.info(
+            "capacity (dry run, nothing claimed): %d more of %d MiB / %d vCPU in %.2f s",
+            out.total,
+            spec.flavor.memory_mb,
+            spec.flavor.vcpus,
+            out.seconds,
+        )
         return web.json_response(out.as_dict())
 
 
