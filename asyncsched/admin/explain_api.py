@@ -161,7 +161,7 @@ class ExplainAPI:
                 host=str(host) if host else None,
                 top=top,
             )
-        LOG.info("explain (dry run, nothing claimed): %s -> %s", out.summary, out.outcome)
+        LOG.info("explain (dry run, nothing claimed): %s", out.summary)
         return web.json_response(out.as_dict())
 
     async def capacity(self, request: web.Request) -> web.Response:
