@@ -3,6 +3,11 @@
 Start order is the data flow read backwards from the wire, so nothing takes a message before
 what it needs is up:
 
+0. ``admin`` and ``looplag`` (only with ``[asyncsched] admin_listen``): the admin HTTP
+   endpoint first, so ``/healthz`` answers during a long initial load and ``/readyz`` can say
+   "starting"; being first it closes last and keeps answering probes while the consumers
+   drain; it also serves ``POST /v1/explain`` and ``GET /v1/capacity`` (dry runs of the
+   scheduler, ``admin/explain_api.py``). ``looplag`` samples event-loop lag for ``/metrics``;
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
@@ -19,12 +24,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from asyncsched.admin.explain_api import ExplainAPI
+from asyncsched.admin.looplag import LoopLagMonitor
+from asyncsched.admin.metrics import Metrics, build_registry
+from asyncsched.admin.readiness import ReadyLimits
+from asyncsched.admin.server import AdminServer, read_token
+from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
@@ -32,7 +45,7 @@ from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.service import Component, Service
+from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
 
 LOG = logging.getLogger(__name__)
@@ -174,10 +187,23 @@ class Daemon:
     manager: SchedulerManager
     rpc: RPCServer
     components: tuple[Component, ...]
+    registry: CollectorRegistry
+    metrics: Metrics
+    admin: AdminServer | None = None
 
 
-def build_daemon(config: Config) -> Daemon:
-    """Construct (not start) every part; raises ConfigError for options no part can run with."""
+def build_daemon(
+    config: Config,
+    *,
+    health: Callable[[], Mapping[str, Any]] | None = None,
+    extra_routes: Sequence[web.RouteDef] = (),
+) -> Daemon:
+    """Construct (not start) every part; raises ConfigError for options no part can run with.
+
+    ``health`` is what the admin endpoint reports, judges readiness by and the metrics
+    collector reads (the Service's snapshot); without it, a snapshot of the components.
+    Every layer records into one :class:`Metrics` on the daemon's own registry.
+    """
     if not config.api_database.connection:
         raise ConfigError(
             "[api_database] connection is required: cells, host mappings and aggregates "
@@ -190,21 +216,38 @@ def build_daemon(config: Config) -> Daemon:
             "segment lookups, which asyncsched does not make; set it to False (or keep "
             "nova-scheduler for routed-network clouds)"
         )
-    cache = HostStateCache(config)
-    placement = PlacementClient.from_config(config)
-    manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError
-    rpc = RPCServer(config, manager, cache)
+    # The snapshot is only read at scrape/probe time, when ``components`` exists.
+    snapshot = health if health is not None else (lambda: health_snapshot("running", components))
+    registry, metrics = build_registry(snapshot)
+    cache = HostStateCache(config, recorder=metrics)
+    placement = PlacementClient.from_config(config, recorder=metrics)
+    # loads filters/weighers: ConfigError
+    manager = SchedulerManager(config, cache, placement, recorder=metrics)
+    rpc = RPCServer(config, manager, cache, recorder=metrics)
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
     )
-    return Daemon(cache, placement, manager, rpc, components)
+    admin = None
+    if config.asyncsched.admin_listen:
+        admin = AdminServer(
+            parse_listen(config.asyncsched.admin_listen),
+            health=snapshot,
+            limits=ReadyLimits(max_state_age=config.asyncsched.ready_max_state_age),
+            registry=registry,
+            token=read_token(config.asyncsched.admin_token_file),
+            placement_probe=placement.ping,
+            placement_timeout=config.asyncsched.ready_placement_timeout,
+            extra_routes=[*extra_routes, *ExplainAPI(manager).routes()],
+        )
+        components = (admin, LoopLagMonitor(metrics.loop_lag.observe), *components)
+    return Daemon(cache, placement, manager, rpc, components, registry, metrics, admin)
 
 
 def build_components(config: Config) -> list[Component]:
-    """The daemon's components in start order: host state, Placement, scheduler, RPC."""
+    """The daemon's components in start order: [admin,] host state, Placement, scheduler, RPC."""
     return list(build_daemon(config).components)
 
 
@@ -213,11 +256,17 @@ def build_service(
     sources: ConfigSources,
     notifier: SystemdNotifier | None = None,
 ) -> Service:
-    """The Service ``asyncsched serve`` runs: real components, notifier from the environment."""
-    return Service(
+    """The Service ``asyncsched serve`` runs: real components, notifier from the environment.
+
+    The admin endpoint reports the Service's own snapshot (its state included); it is only
+    called once the Service below exists and has started the endpoint.
+    """
+    daemon = build_daemon(config, health=lambda: service.health())
+    service = Service(
         config,
-        build_components(config),
+        daemon.components,
         notifier if notifier is not None else SystemdNotifier.from_env(),
         sources,
         freeze_gc=True,
     )
+    return service

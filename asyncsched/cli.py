@@ -1,4 +1,5 @@
-"""The ``asyncsched`` command: ``serve``, ``check-config`` and ``generate-sample``.
+"""The ``asyncsched`` command: ``serve``, ``check-config``, ``generate-sample``, and the
+operator's ``explain`` and ``capacity`` (clients of the admin endpoint).
 
 Configuration sources follow oslo.config: ``--config-file`` may be repeated and
 ``--config-dir`` adds a directory's ``*.conf`` (sorted); they merge in command-line order.
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +29,8 @@ EX_OK = 0
 EX_FAILURE = 1
 EX_CONFIG = 78
 DEFAULT_CONFIG_FILES = ("/etc/nova/nova.conf", "/etc/asyncsched/asyncsched.conf")
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9105"  # the admin_listen the option's help suggests
+ADMIN_TIMEOUT = 120.0  # a capacity run on a large cloud takes seconds, not minutes
 
 
 class _SourceAction(argparse.Action):
@@ -81,7 +85,42 @@ def build_parser() -> argparse.ArgumentParser:
         "generate-sample", help="write the commented sample configuration from the option schema"
     )
     sample.add_argument("--output", "-o", metavar="PATH", help="write here instead of stdout")
+    explain = sub.add_parser(
+        "explain", help="what select_destinations would do now for a request, and why (dry run)"
+    )
+    _add_request_flags(explain)
+    explain.add_argument("--host", metavar="NAME", help="also say where this host stands")
+    explain.add_argument("--num-instances", type=int, default=1, metavar="N")
+    explain.add_argument("--top", type=int, default=10, metavar="N", help="best hosts shown")
+    capacity = sub.add_parser(
+        "capacity", help="how many more instances of a flavor fit, and where (dry run)"
+    )
+    _add_request_flags(capacity)
+    capacity.add_argument("--host", metavar="NAME", help="also say how many fit on this host")
     return parser
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def _add_request_flags(parser: argparse.ArgumentParser) -> None:
+    """The openstack CLI's flavor words, and where the admin endpoint is."""
+    parser.add_argument(
+        "--url", default=DEFAULT_ADMIN_URL, help=f"admin endpoint (default {DEFAULT_ADMIN_URL})"
+    )
+    parser.add_argument("--token-file", metavar="PATH", help="file with the admin bearer token")
+    parser.add_argument("--vcpus", type=int, default=1)
+    parser.add_argument("--ram", type=int, default=512, metavar="MiB")
+    parser.add_argument("--disk", type=int, default=0, metavar="GB")
+    for flag, what in (("--extra-spec", "flavor extra spec"), ("--image-prop", "image property"),
+                       ("--hint", "scheduler hint")):  # fmt: skip
+        parser.add_argument(flag, type=_pair, action="append", default=[], metavar="K=V", help=what)
+    parser.add_argument("--az", metavar="ZONE", help="availability zone")
+    parser.add_argument("--json", action="store_true", help="print the JSON answer")
 
 
 def sources_from_args(args: argparse.Namespace) -> ConfigSources:
@@ -158,6 +197,86 @@ def cmd_generate_sample(args: argparse.Namespace) -> int:
     return EX_OK
 
 
+def _request_fields(args: argparse.Namespace) -> dict[str, Any]:
+    from asyncsched.admin.explain_api import PAIR_PARAMS
+
+    fields: dict[str, Any] = {"vcpus": args.vcpus, "ram": args.ram, "disk": args.disk}
+    for param, key in PAIR_PARAMS.items():  # --extra-spec K=V lands in args.extra_spec
+        if getattr(args, param):
+            fields[key] = dict(getattr(args, param))
+    if args.az:
+        fields["availability_zone"] = args.az
+    return fields
+
+
+async def _admin_call(
+    url: str, headers: dict[str, str], method: str, path: str, **kw: Any
+) -> tuple[int, Any]:
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=ADMIN_TIMEOUT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout, headers=headers) as session,
+        session.request(method, url.rstrip("/") + path, **kw) as resp,
+    ):
+        try:
+            body = await resp.json(content_type=None)
+        except ValueError:
+            body = {"error": (await resp.text()).strip()}
+        return resp.status, body
+
+
+def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | None:
+    """The admin endpoint's JSON answer, or None after printing why there is none."""
+    import aiohttp
+
+    headers = {}
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(f"asyncsched: --token-file {args.token_file}: {exc.strerror}", file=sys.stderr)
+            return None
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        status, body = asyncio.run(_admin_call(args.url, headers, method, path, **kw))
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        print(f"asyncsched: cannot reach {args.url}: {exc or type(exc).__name__}", file=sys.stderr)
+        return None
+    if status != 200:
+        error = body.get("error") if isinstance(body, dict) else body
+        print(f"asyncsched: {args.url}{path}: HTTP {status}: {error}", file=sys.stderr)
+        return None
+    return body
+
+
+def _show(args: argparse.Namespace, answer: Any, text: Callable[[Any], str]) -> int:
+    if answer is None:
+        return EX_FAILURE
+    sys.stdout.write(json.dumps(answer, indent=2) + "\n" if args.json else text(answer))
+    return EX_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from asyncsched.admin.report import explain_text, request_words
+
+    fields = _request_fields(args)
+    body = {**fields, "num_instances": args.num_instances, "top": args.top}
+    if args.host:
+        body["host"] = args.host
+    answer = _ask(args, "POST", "/v1/explain", json=body)
+    return _show(args, answer, lambda a: explain_text(a, request_words(fields)))
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    from asyncsched.admin.explain_api import query_from_fields
+    from asyncsched.admin.report import capacity_text, request_words
+
+    fields = _request_fields(args)
+    answer = _ask(args, "GET", "/v1/capacity", params=query_from_fields(fields))
+    return _show(args, answer, lambda a: capacity_text(a, request_words(fields), args.host))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``asyncsched`` console script and ``python -m asyncsched``."""
     args = build_parser().parse_args(argv)
@@ -165,5 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": cmd_serve,
         "check-config": cmd_check_config,
         "generate-sample": cmd_generate_sample,
+        "explain": cmd_explain,
+        "capacity": cmd_capacity,
     }
     return commands[args.command](args)

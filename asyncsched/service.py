@@ -68,6 +68,17 @@ def component_name(comp: object) -> str:
     return name if isinstance(name, str) and name else type(comp).__name__
 
 
+def health_snapshot(state: str, components: Sequence[Component]) -> dict[str, Any]:
+    """``{"state": ..., "components": {name: health}}``; a failing health() becomes an error."""
+    comps: dict[str, Any] = {}
+    for comp in components:
+        try:
+            comps[component_name(comp)] = dict(comp.health())
+        except Exception as exc:  # a broken health() must not break the caller
+            comps[component_name(comp)] = {"error": repr(exc)}
+    return {"state": state, "components": comps}
+
+
 class ServiceStartError(Exception):
     """A component failed to start; what had started was closed again."""
 
@@ -143,13 +154,7 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         """State of the service and of each component, for a health endpoint or file."""
-        comps: dict[str, Any] = {}
-        for comp in self._components:
-            try:
-                comps[component_name(comp)] = dict(comp.health())
-            except Exception as exc:  # a broken health() must not break the caller
-                comps[component_name(comp)] = {"error": repr(exc)}
-        return {"state": self._state, "components": comps}
+        return health_snapshot(self._state, self._components)
 
     def request_stop(self) -> None:
         """Begin a graceful stop (SIGTERM/SIGINT); a second request skips the drain wait."""

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from asyncsched.conf import options as opts
 from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import ConfigError
@@ -394,6 +395,11 @@ def _check_special(section: str, name: str, value: Any) -> Any:
             raise _BadValue(f"a PostgreSQL URL ({exc})") from None
     if section == "DEFAULT" and name == "transport_url":
         _check_transport_url(value)
+    if section == "asyncsched" and name == "admin_listen":
+        try:
+            parse_listen(value)
+        except ConfigError:
+            raise _BadValue("HOST:PORT, e.g. 127.0.0.1:9105 or [::1]:9105") from None
     if section == "placement" and name in ("auth_url", "endpoint_override"):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -361,6 +361,25 @@ class AsyncschedOptions:
     health_file: str | None = opt(
         None, "Write a JSON health snapshot here every refresh (None = off)."
     )
+    admin_listen: str | None = opt(
+        None,
+        "HOST:PORT of the admin HTTP endpoint (/metrics, /healthz, /readyz, /v1/status); "
+        "unset = off. Prefer loopback, e.g. 127.0.0.1:9105.",
+    )
+    admin_token_file: str | None = opt(
+        None,
+        "File holding a bearer token; when set every admin endpoint but /healthz needs "
+        "'Authorization: Bearer <token>'.",
+    )
+    ready_max_state_age: float = opt(
+        60.0,
+        "/readyz fails when the API or a cell database was last read longer ago (seconds).",
+        min=1.0,
+        mutable=True,
+    )
+    ready_placement_timeout: float = opt(
+        2.0, "Seconds /readyz waits for Placement's GET / before calling it unreachable.", min=0.1
+    )
     placement_noauth_token: str = opt(
         "admin",
         "x-auth-token sent to Placement when [placement] auth_type is none/noauth "

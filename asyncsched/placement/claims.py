@@ -147,8 +147,11 @@ class ClaimBatch:
             u for u, t in self._tasks.items() if t.done() and not t.cancelled() and t.result().ok
         ]
 
-    async def rollback(self) -> None:
-        """Let in-flight claims finish, then delete every successful one (never leaked)."""
+    async def rollback(self) -> int:
+        """Let in-flight claims finish, then delete every successful one (never leaked).
+
+        Returns how many claims it deleted.
+        """
         await self.wait()
         claimed = self.claimed
         if claimed:
@@ -156,3 +159,4 @@ class ClaimBatch:
             await self._client.rollback(claimed)
         for u in claimed:
             self._tasks.pop(u, None)
+        return len(claimed)

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.dsn import redact_url
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed
@@ -64,6 +65,7 @@ class _Stats:
     errors: int = 0
     claims: int = 0
     claim_conflicts: int = 0
+    claims_failed: int = 0
     deletes: int = 0
     delete_failures: int = 0
     last_error: str | None = None
@@ -84,7 +86,9 @@ class PlacementClient:
         pool_size: int = 64,
         claim_backoff: float = 2.0,
         rng: random.Random | None = None,
+        recorder: Recorder = NO_RECORDER,
     ) -> None:
+        self._recorder = recorder
         self._options = options
         self._timeout_s = options.timeout if options.timeout else DEFAULT_TIMEOUT
         self._timeout = aiohttp.ClientTimeout(total=self._timeout_s)
@@ -108,13 +112,18 @@ class PlacementClient:
 
     @classmethod
     def from_config(
-        cls, config: Config, *, session: aiohttp.ClientSession | None = None
+        cls,
+        config: Config,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        recorder: Recorder = NO_RECORDER,
     ) -> PlacementClient:
         """The service's client: ``[placement]`` plus ``[asyncsched] placement_noauth_token``."""
         return cls(
             config.placement,
             session=session,
             noauth_token=config.asyncsched.placement_noauth_token,
+            recorder=recorder,
         )
 
     # ---- lifecycle ----
@@ -140,7 +149,7 @@ class PlacementClient:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
             self._own_session = True
         self._endpoint = (await self._auth.endpoint(self._session)).rstrip("/")
-        status, body = await self._request("GET", "/", version=None)
+        status, body = await self._request("GET", "/", version=None, op="version")
         if status != 200 or not isinstance(body, dict):
             raise PlacementHTTPError.answered(
                 f"Placement at {self.endpoint} refused GET /", status, body
@@ -158,6 +167,14 @@ class PlacementClient:
             )
         self.max_version = max_version
         LOG.info("placement: %s, max microversion %s", self.endpoint, max_version)
+
+    async def ping(self) -> None:
+        """GET / answered: Placement is reachable now (readiness). Raises PlacementError."""
+        status, body = await self._request("GET", "/", version=None, op="ping")
+        if status != 200:
+            raise PlacementHTTPError.answered(
+                f"Placement at {self.endpoint} refused GET /", status, body
+            )
 
     def _ssl(self) -> Any:
         o = self._options
@@ -194,6 +211,7 @@ class PlacementClient:
             "errors": s.errors,
             "claims": s.claims,
             "claim_conflicts": s.claim_conflicts,
+            "claims_failed": s.claims_failed,
             "deletes": s.deletes,
             "delete_failures": s.delete_failures,
             "last_error": s.last_error,
@@ -257,12 +275,14 @@ class PlacementClient:
                     attempt += 1
                     await asyncio.sleep(min(0.5 * attempt, 2.0))
                     continue
+                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
                 raise self._fail(
                     PlacementConnectionError(
                         f"Placement unreachable at {self.endpoint} ({what}): {exc}"
                     )
                 ) from exc
             except TimeoutError as exc:
+                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
                 raise self._fail(
                     PlacementTimeout(
                         f"Placement at {self.endpoint} did not answer {what} within "
@@ -274,6 +294,7 @@ class PlacementClient:
                     # A stale keep-alive socket (Placement restarted): idempotent, so retry.
                     attempt += 1
                     continue
+                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
                 raise self._fail(
                     PlacementDisconnected(
                         f"Placement connection failed at {self.endpoint} ({what}): "
@@ -285,7 +306,8 @@ class PlacementClient:
                 self._auth.invalidate()
                 continue
             break
-        self._stats.durations[op or method] = time.perf_counter() - t0
+        elapsed = self._stats.durations[op or method] = time.perf_counter() - t0
+        self._recorder.placement_call(op or method, f"{status // 100}xx", elapsed)
         if fails_any_call(status):
             text = payload[:300].decode("utf-8", "replace")
             raise self._fail(
@@ -369,7 +391,7 @@ class PlacementClient:
                 if lock is None:
                     lock = self._provider_locks[rp] = asyncio.Lock()
                 await held.enter_async_context(lock)
-            return await self._claim_with_retries(
+            ok = await self._claim_with_retries(
                 consumer_uuid,
                 allocation_request,
                 project_id=project_id,
@@ -378,6 +400,9 @@ class PlacementClient:
                 may_have_allocations=may_have_allocations,
                 consumer_type=consumer_type,
             )
+            if not ok:
+                self._stats.claims_failed += 1
+            return ok
 
     async def _claim_with_retries(
         self,

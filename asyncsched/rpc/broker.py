@@ -195,6 +195,7 @@ class BrokerLink:
                 LOG.debug("Publish to %s failed (%s); retrying", routing_key, exc)
             if loop.time() + RETURN_RETRY_INTERVAL > deadline:
                 return False
+            self._stats["publish_retries"] += 1
             await asyncio.sleep(RETURN_RETRY_INTERVAL)
 
     # ---------------------------------------------------------------------------------------

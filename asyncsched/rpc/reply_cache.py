@@ -21,10 +21,15 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a request produced: a result or a failure payload (casts: both None)."""
+    """What a request produced: a result or a failure payload (casts: both None).
+
+    ``kind`` says which for metrics: ok, no_valid_host, error, or refused (no such method or
+    version: the method name is the caller's text and never becomes a label).
+    """
 
     result: Any = None
     failure: str | None = None
+    kind: str = "ok"
 
     def approx_bytes(self) -> int:
         """Roughly the memory a cached reply holds (its JSON length), for ``max_bytes``."""

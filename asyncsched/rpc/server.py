@@ -21,12 +21,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections import Counter
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import NovaException, NoValidHost
@@ -54,7 +56,9 @@ class RPCServer:
         events: HostStateEvents,
         *,
         topic: str = "scheduler",
+        recorder: Recorder = NO_RECORDER,
     ) -> None:
+        self._recorder = recorder
         self._rabbit = config.oslo_messaging_rabbit
         self._opts = config.asyncsched
         self._methods = method_table(scheduler, events)
@@ -156,6 +160,8 @@ class RPCServer:
 
     async def _handle(self, decl: QueueDecl, message: AbstractIncomingMessage) -> None:
         self.stats["received"] += 1
+        if message.redelivered:
+            self.stats["redelivered"] += 1
         try:
             await self._handle_inner(decl, message)
         except asyncio.CancelledError:
@@ -215,6 +221,7 @@ class RPCServer:
                 return
             future = asyncio.get_running_loop().create_future()
             self._inflight[uid] = future
+        started = time.perf_counter()
         try:
             outcome = await self._execute(incoming)
         except BaseException:
@@ -228,7 +235,13 @@ class RPCServer:
             self._cache.put(uid, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
+        replying = time.perf_counter()
         await self._finish(message, incoming, outcome)
+        if incoming.is_call and outcome.kind != "refused":
+            done = time.perf_counter()
+            self._recorder.rpc_call(incoming.method, outcome.kind, done - started)
+            if incoming.method == "select_destinations":
+                self._recorder.phase("reply", done - replying)
 
     async def _finish(
         self, message: AbstractIncomingMessage, incoming: wire.IncomingMessage, outcome: Outcome
@@ -265,7 +278,7 @@ class RPCServer:
             endpoint = dispatcher.resolve(incoming.namespace, incoming.version, incoming.method)
         except dispatcher.NoSuchMethod:
             LOG.warning("No such RPC method %r (request_id=%s)", incoming.method, rid)
-            return Outcome(failure=wire.no_such_method(incoming.method))
+            return Outcome(failure=wire.no_such_method(incoming.method), kind="refused")
         except dispatcher.UnsupportedVersion:
             LOG.warning(
                 "Unsupported RPC version %s for %r (request_id=%s)",
@@ -273,7 +286,9 @@ class RPCServer:
                 incoming.method,
                 rid,
             )
-            return Outcome(failure=wire.unsupported_version(incoming.version, incoming.method))
+            return Outcome(
+                failure=wire.unsupported_version(incoming.version, incoming.method), kind="refused"
+            )
         heartbeat: asyncio.Task[None] | None = None
         interval = incoming.heartbeat_interval
         if incoming.address is not None and interval is not None:
@@ -296,19 +311,19 @@ class RPCServer:
         except NoValidHost as exc:
             LOG.info("NoValidHost for request_id=%s: %s", rid, exc.message)
             self.stats["no_valid_host"] += 1
-            return Outcome(failure=wire.nova_failure(exc))
+            return Outcome(failure=wire.nova_failure(exc), kind="no_valid_host")
         except NovaException as exc:
             LOG.warning("%s for request_id=%s: %s", type(exc).__name__, rid, exc.message)
             self.stats["nova_errors"] += 1
-            return Outcome(failure=wire.nova_failure(exc))
+            return Outcome(failure=wire.nova_failure(exc), kind="error")
         except CodecError as exc:
             LOG.warning("Malformed %s (request_id=%s): %s", incoming.method, rid, exc)
             self.stats["malformed"] += 1
-            return Outcome(failure=wire.malformed_failure(str(exc)))
+            return Outcome(failure=wire.malformed_failure(str(exc)), kind="error")
         except Exception:
             LOG.exception("Error in %s (request_id=%s)", incoming.method, rid)
             self.stats["errors"] += 1
-            return Outcome(failure=wire.internal_failure(rid))
+            return Outcome(failure=wire.internal_failure(rid), kind="error")
         finally:
             if heartbeat is not None:
                 heartbeat.cancel()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -68,6 +68,7 @@ class RequestHosts:
     reasons: Reasons = field(default_factory=dict)
     initial: int = 0
     weights: FloatArray | None = None
+    emptied_by: str | None = None  # the filter or host rule that left no host (metrics)
 
     # -- filtering -------------------------------------------------------------------------
 
@@ -78,8 +79,10 @@ class RequestHosts:
         states = self.states
         return [states[i] for i in self.cur.tolist()]
 
-    def _keep(self, mask: BoolArray) -> None:
+    def _keep(self, mask: BoolArray, by: str) -> None:
         self.cur = self.cur[mask]
+        if not len(self.cur):
+            self.emptied_by = by
 
     def _count(self, name: str, reasons: Counter[str]) -> None:
         reasons = +reasons  # drop zero counts
@@ -105,7 +108,7 @@ class RequestHosts:
                 count=len(self.cur),
             )
             self._count("requested_destination", Counter({"not-requested": int((~mask).sum())}))
-            self._keep(mask)
+            self._keep(mask, "requested_destination")
         ignore = [h.lower() for h in spec.ignore_hosts or ()]
         force_hosts = [h.lower() for h in spec.force_hosts or ()]
         force_nodes = set(spec.force_nodes or ())
@@ -118,7 +121,7 @@ class RequestHosts:
                 count=len(self.cur),
             )
             self._count("ignore_hosts", Counter({"ignored": int((~mask).sum())}))
-            self._keep(mask)
+            self._keep(mask, "ignore_hosts")
             if not len(self.cur):
                 return True
         if force_hosts:
@@ -128,7 +131,7 @@ class RequestHosts:
                 count=len(self.cur),
             )
             self._count("force_hosts", Counter({"not-forced": int((~mask).sum())}))
-            self._keep(mask)
+            self._keep(mask, "force_hosts")
         if force_nodes:
             mask = np.fromiter(
                 (states[i].nodename in force_nodes for i in self.cur.tolist()),
@@ -136,7 +139,7 @@ class RequestHosts:
                 count=len(self.cur),
             )
             self._count("force_nodes", Counter({"not-forced": int((~mask).sum())}))
-            self._keep(mask)
+            self._keep(mask, "force_nodes")
         check_type = spec.scheduler_hints.get("_nova_check_type")
         return bool(not check_type and (force_hosts or force_nodes))
 
@@ -166,7 +169,7 @@ class RequestHosts:
             else:
                 mask, reasons = self._filter_candidates(f, spec)
             self._count(f.name, reasons)
-            self._keep(mask)
+            self._keep(mask, f.name)
         return len(self.cur)
 
     def _filter_candidates(
@@ -191,11 +194,17 @@ class RequestHosts:
 
     def weigh(self, spec: RequestSpec) -> FloatArray:
         """nova's combined weight of every current host (min/max normalised, multiplied)."""
+        total = np.zeros(len(self.cur))
+        for _, term in self.weigh_terms(spec):
+            total += term
+        return total
+
+    def weigh_terms(self, spec: RequestSpec) -> Iterator[tuple[BaseHostWeigher, FloatArray]]:
+        """Each active weigher's contribution (multiplier x normalised score) per current
+        host; ``weigh`` sums them, an explain shows them one by one."""
         engine = self.engine
-        n = len(self.cur)
-        total = np.zeros(n)
-        if n <= 1:
-            return total
+        if len(self.cur) <= 1:
+            return
         slots = self.slots[self.cur]
         states: list[HostState] | None = None
         for w in engine.weighers:
@@ -222,10 +231,9 @@ class RequestHosts:
             norm = (raw - lo) / (hi - lo)
             if per_host:
                 assert w.aggregate_key is not None
-                total += self._multipliers(w, w.aggregate_key) * norm
+                yield w, self._multipliers(w, w.aggregate_key) * norm
             else:
-                total += w.config_multiplier() * norm
-        return total
+                yield w, w.config_multiplier() * norm
 
     def _multipliers(self, w: BaseHostWeigher, key: str) -> FloatArray:
         """Per-host multipliers: config value, except hosts in an aggregate carrying ``key``."""

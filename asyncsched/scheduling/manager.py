@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from asyncsched.common.clock import utcnow
+from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
@@ -82,6 +84,7 @@ class _Request:
         self.placed: list[_Placed] = []
         self.consumed: list[tuple[HostState, str]] = []
         self.failed: dict[str, set[int]] = {}
+        self.claim_wait = 0.0  # seconds spent waiting for Placement's answers to the claims
 
     # -- consumption -----------------------------------------------------------------------
 
@@ -161,7 +164,9 @@ class SchedulerManager:
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
+        recorder: Recorder = NO_RECORDER,
     ) -> None:
+        self.recorder = recorder
         self.cache = cache
         self.placement = placement
         self.clock = clock
@@ -219,25 +224,40 @@ class SchedulerManager:
         return_alternates: bool,
     ) -> list[list[Selection]]:
         if self._chance is not None:
-            return await self._chance.select_destinations(
-                ctx, spec, instance_uuids, return_objects, return_alternates
-            )
+            try:
+                chosen = await self._chance.select_destinations(
+                    ctx, spec, instance_uuids, return_objects, return_alternates
+                )
+            except NoValidHost:
+                self.recorder.no_valid_host("chance_driver")
+                raise
+            self.recorder.scheduled(len(chosen))
+            return chosen
         engine = self.engine
         self._requests += 1
         if self._requests % 1000 == 0:  # drop column rows of hosts that left the cache
             engine.columns.forget_missing(self.cache.all_hosts())
         return_alternates = return_alternates and return_objects
         hosts: RequestHosts | None = None
+        req: _Request | None = None
         selected: list[str] = []
         outcome = "ok"
+        recorder = self.recorder
         try:
+            t0 = time.perf_counter()
             hosts, version, claims, spec = await self._hosts_for(ctx, spec, engine)
+            t1 = time.perf_counter()
+            recorder.phase("candidates", t1 - t0)
             req = _Request(self, ctx, spec, hosts, engine, version, claims)
             result = await self._schedule(req, instance_uuids, return_alternates)
+            recorder.phase("decide", time.perf_counter() - t1 - req.claim_wait)
+            recorder.phase("claim", req.claim_wait)
             selected = [r[0].compute_node_uuid for r in result]
+            recorder.scheduled(len(result))
             return result
         except NoValidHost as exc:
             outcome = f"NoValidHost: {exc.reason}"
+            recorder.no_valid_host(_nvh_cause(exc, hosts, req))
             raise
         except Exception as exc:
             outcome = f"error: {type(exc).__name__}"
@@ -355,7 +375,9 @@ class SchedulerManager:
             if len(req.placed) != num:
                 raise NoValidHost(reason=NOT_ENOUGH)
         except BaseException:
-            await batch.rollback()
+            deleted = await batch.rollback()
+            if deleted:
+                self.recorder.rollback(deleted)
             await req.release_all()
             raise
         if legacy:
@@ -419,7 +441,9 @@ class SchedulerManager:
     ) -> None:
         """Wait for the claims; re-place any instance whose claim failed (nova walks on)."""
         while True:
+            waited = time.perf_counter()
             results = await batch.wait()
+            req.claim_wait += time.perf_counter() - waited
             failed: list[ClaimResult] = [r for r in results.values() if not r.ok]
             for r in failed:
                 if isinstance(r.error, AllocationUpdateFailed):
@@ -433,6 +457,7 @@ class SchedulerManager:
                 tried = req.failed.setdefault(old.uuid, set())
                 tried.add(old.base)
                 batch.forget(old.uuid)
+                self.recorder.claim_replaced()
                 LOG.info(
                     "claim for %s on %s failed; trying the next host",
                     old.uuid,
@@ -495,6 +520,23 @@ class SchedulerManager:
                     )
                 )
         return out
+
+
+def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, req: _Request | None) -> str:
+    """The bounded label a NoValidHost is counted under: who left no host.
+
+    Before hosts exist: Placement failed (the error is the cause), Placement offered no
+    candidate (the bare NoValidHost of ``_hosts_for``), or the request itself was refused
+    (pre-filters, flavor/image constraints). After: the filter or host rule that emptied the
+    list, else refused claims, else too few hosts for the instances.
+    """
+    if hosts is None:
+        if isinstance(exc.__cause__, PlacementError):
+            return "placement_error"
+        return "placement_no_candidates" if exc.__cause__ is None and not exc.reason else "request"
+    if hosts.emptied_by is not None:
+        return hosts.emptied_by
+    return "claims" if req is not None and req.failed else "not_enough_hosts"
 
 
 def check_config(config: Config) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
+from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
@@ -72,8 +73,15 @@ class HostStateCache:
 
     name = "hoststate"
 
-    def __init__(self, config: Config, *, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] | None = None,
+        recorder: Recorder = NO_RECORDER,
+    ) -> None:
         self._clock: Callable[[], float] = clock or time.monotonic
+        self._recorder = recorder
         self._rng = random.Random()
         self._api: NovaDatabase | None = None
         self._api_fp: dict[str, str] = {}
@@ -484,6 +492,7 @@ class HostStateCache:
         if api is None:
             return
         async with self._api_lock:
+            started = time.perf_counter()
             try:
                 fp = await api_pass(
                     api,
@@ -495,12 +504,18 @@ class HostStateCache:
             except DatabaseUnavailable as exc:
                 api.mark_failed(exc)
                 self.metrics["refresh_failures"] += 1
+                self._record_pass("api", full, started, ok=False)
                 return
             self._api_fp = fp
             self._api_loaded = True
             if full:
                 self._api_last_full = self._clock()
             api.mark_ok()
+            self._record_pass("api", full, started, ok=True)
+
+    def _record_pass(self, database: str, full: bool, started: float, *, ok: bool) -> None:
+        kind = "full" if full else "incremental"
+        self._recorder.refresh(database, kind, time.perf_counter() - started, ok)
 
     def _set_host_cells(self, host_cell: dict[str, str]) -> None:
         self._host_cell = host_cell
@@ -552,11 +567,13 @@ class HostStateCache:
             full = full or cell.watermark is None
             db, index = cell.db, cell.index
             wm = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
+            started = time.perf_counter()
             try:
                 read = await read_cell(db, index, cell.uuid, None if full else wm)
             except DatabaseUnavailable as exc:
                 db.mark_failed(exc)
                 self.metrics["refresh_failures"] += 1
+                self._record_pass(cell.mapping.name or cell.uuid, full, started, ok=False)
                 return
             # After the main reads, not beside them: a failing image-props query (e.g. no
             # such table) discards the pool and must not take the host data down with it.
@@ -586,6 +603,7 @@ class HostStateCache:
             cell.last_refresh = self._clock()
             self.metrics["refresh_passes"] += 1
             db.mark_ok()
+            self._record_pass(cell.mapping.name or cell.uuid, full, started, ok=True)
 
     def _cell_for_host(self, host: str) -> Cell | None:
         uuid = self.cell_of_host(host)

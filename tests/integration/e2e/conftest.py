@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
 from tests.support.nova_db import NovaDB
+from tests.support.oslo_caller import OsloSchedulerClient
 from tests.support.placement_server import PlacementServer
 
 # The e2e cloud: 28 general hosts of varied sizes in AZ az1 (14 per cell); 4 small hosts in
@@ -66,3 +67,13 @@ async def seeded(placement_server: PlacementServer) -> AsyncIterator[SeededStack
         yield SeededStack(db, placement_server, cloud)
     finally:
         await db.drop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
+    """nova-conductor's side: the real oslo.messaging RPCClient on the module's vhost."""
+    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -175,15 +175,6 @@ async def serve(
         daemon.stop()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
-    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())

@@ -167,3 +167,22 @@ def test_routed_network_prefilter_is_refused_not_silently_ignored() -> None:
     )
     with pytest.raises(ConfigError, match="query_placement_for_routed_network_aggregates"):
         build_daemon(cfg)
+
+
+def test_admin_endpoint_is_off_unless_configured_and_first_when_on() -> None:
+    assert build_daemon(config()).admin is None
+    cfg = dataclasses.replace(
+        config(),
+        asyncsched=dataclasses.replace(config().asyncsched, admin_listen="127.0.0.1:0"),
+    )
+    daemon = build_daemon(cfg)
+    # First to start (answers /healthz during the initial load), so last to close.
+    assert [component_name(c) for c in daemon.components] == [
+        "admin",
+        "looplag",
+        "hoststate",
+        "placement",
+        "scheduler",
+        "rpc",
+    ]
+    assert daemon.components[0] is daemon.admin

@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import AsyncschedOptions, Config, DefaultOptions
 from asyncsched.exceptions import NoValidHost
 from asyncsched.logs import RequestIds, current_request_ids
@@ -24,6 +25,7 @@ from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Se
 from asyncsched.rpc import wire
 from asyncsched.rpc.server import RPCServer
 from tests.support import nova_objects
+from tests.support.recorder import RecordingRecorder
 from tests.unit.objects import nova_primitives as P
 
 
@@ -49,10 +51,17 @@ class FakeChannel:
 
 
 class FakeMessage:
-    def __init__(self, journal: Journal, body: bytes, headers: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        journal: Journal,
+        body: bytes,
+        headers: dict[str, Any] | None = None,
+        redelivered: bool = False,
+    ):
         self.journal = journal
         self.body = body
         self.headers = headers or {}
+        self.redelivered = redelivered
 
     async def ack(self) -> None:
         self.journal.events.append(("ack", None))
@@ -116,12 +125,18 @@ class Events:
         self.seen.append(("sync_instance_info", (host_name, tuple(instance_uuids))))
 
 
-def _server(scheduler: Scheduler, events: Events, journal: Journal, **opts: Any) -> RPCServer:
+def _server(
+    scheduler: Scheduler,
+    events: Events,
+    journal: Journal,
+    recorder: Recorder = NO_RECORDER,
+    **opts: Any,
+) -> RPCServer:
     config = Config(
         default=replace(DefaultOptions(), host="unit"),
         asyncsched=replace(AsyncschedOptions(), **opts),
     )
-    server = RPCServer(config, scheduler, events)
+    server = RPCServer(config, scheduler, events, recorder=recorder)
     server._link._publisher = cast(AbstractChannel, FakeChannel(journal))
     server._link._connected.set()
     return server
@@ -150,9 +165,13 @@ def _call(uid: str = "u-1", **args: Any) -> dict[str, Any]:
     }
 
 
-async def _deliver(server: RPCServer, journal: Journal, body: bytes) -> None:
+async def _deliver(
+    server: RPCServer, journal: Journal, body: bytes, redelivered: bool = False
+) -> None:
     decl = server.topology.queues[0]
-    await server._handle(decl, cast(AbstractIncomingMessage, FakeMessage(journal, body)))
+    await server._handle(
+        decl, cast(AbstractIncomingMessage, FakeMessage(journal, body, redelivered=redelivered))
+    )
 
 
 def _replies(journal: Journal) -> list[dict[str, Any]]:
@@ -436,3 +455,32 @@ async def test_unserialisable_result_still_gets_a_reply(
     assert reply["ending"] is True and reply["_msg_id"] == "m-deep"
     assert json.loads(reply["failure"])["class"] == "RuntimeError"
     assert journal.events[-1] == ("ack", None)
+
+
+async def test_calls_are_recorded_by_outcome_and_redeliveries_counted(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    scheduler, events, journal = parts
+    rec = RecordingRecorder()
+    server = _server(scheduler, events, journal, rec)
+    await _deliver(server, journal, _body(_call("ok")))
+    await _deliver(server, journal, _body(_call("ok")), redelivered=True)  # from the cache
+    await _deliver(
+        server, journal, _body(_call("n", spec_obj=P.request_spec(flavor=P.flavor(vcpus=128))))
+    )
+    await _deliver(
+        server, journal, _body(_call("e", spec_obj=P.request_spec(flavor=P.flavor(vcpus=13))))
+    )
+    await _deliver(server, journal, _body({**_call("m"), "method": "frobnicate"}))
+    ping = {**_call("p"), "method": "ping", "namespace": "baseapi", "version": "1.1"}
+    await _deliver(server, journal, _body({**ping, "args": {"arg": 1}}))
+    # Answered anew only; an unknown method (the caller's text) is never a label.
+    assert [c[:2] for c in rec.named("rpc_call")] == [
+        ("select_destinations", "ok"),
+        ("select_destinations", "no_valid_host"),
+        ("select_destinations", "error"),
+        ("ping", "ok"),
+    ]
+    assert all(c[2] >= 0 for c in rec.named("rpc_call"))
+    assert [c[0] for c in rec.named("phase")] == ["reply"] * 3
+    assert server.stats["redelivered"] == 1 and server.stats["duplicates"] == 1

@@ -107,7 +107,7 @@ class FakePlacement:
             raise PlacementError("placement is down")
         want = request.merged_resources()
         in_tree = next((g.in_tree for g in request.groups if g.in_tree), None)
-        areqs = []
+        areqs: list[dict[str, Any]] = []
         summaries: dict[str, Any] = {}
         for rp, inv in self.inventory.items():
             if in_tree and rp != in_tree:
@@ -117,7 +117,14 @@ class FakePlacement:
                 areqs.append(
                     {"allocations": {rp: {"resources": dict(want)}}, "mappings": {"": [rp]}}
                 )
-                summaries[rp] = {"resources": {}, "traits": []}
+                resources = {
+                    rc: {"capacity": total, "used": used.get(rc, 0)} for rc, total in inv.items()
+                }
+                summaries[rp] = {"resources": resources, "traits": []}
+        if request.limit is not None:  # Placement's limit: the first N (it shuffles; we don't)
+            areqs = areqs[: request.limit]
+            kept = {rp for ar in areqs for rp in ar["allocations"]}
+            summaries = {rp: v for rp, v in summaries.items() if rp in kept}
         return Candidates.parse({"allocation_requests": areqs, "provider_summaries": summaries})
 
     async def claim(

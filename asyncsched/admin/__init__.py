@@ -1,0 +1,1 @@
+"""Operators see inside: the admin HTTP endpoint, readiness, Prometheus metrics."""

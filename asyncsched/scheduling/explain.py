@@ -1,0 +1,241 @@
+"""Explain: what select_destinations would do right now for a request, and why.
+
+One dry run (``scheduling.dryrun``) of the real path, read back as an operator asks: how many
+hosts were left after Placement and after each filter (with the reasons of the dropped ones),
+the best hosts with each weigher's share of their weight, the Selections it would return, and
+for a named host where it ranks or which filter dropped it with which reason. Nothing is
+claimed, assumed or changed (see ``dryrun``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from asyncsched.conf.options import Config
+from asyncsched.objects.models import RequestSpec, Selection
+from asyncsched.scheduling.dryrun import HOST_RULES, DryRun, FirstInstance, dry_run
+from asyncsched.scheduling.interfaces import HostCache, Placement
+from asyncsched.state.host_state import HostState
+
+PLACEMENT_STEP = "Placement"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of the funnel for the first instance: hosts in, hosts out, why."""
+
+    name: str
+    hosts_in: int
+    hosts_out: int
+    reasons: Mapping[str, int] = field(default_factory=dict)
+    note: str | None = None  # e.g. "inactive for this request", "not reached"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "in": self.hosts_in,
+            "out": self.hosts_out,
+            "reasons": dict(self.reasons),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHost:
+    """A host that passed every filter, with its weight split by weigher."""
+
+    rank: int  # 1 = best weight
+    host: str
+    nodename: str
+    cell_uuid: str
+    weight: float
+    terms: Mapping[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "nodename": self.nodename,
+            "cell_uuid": self.cell_uuid,
+            "weight": self.weight,
+            "weighers": dict(self.terms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HostVerdict:
+    """Where a named host stands for this request."""
+
+    host: str
+    verdict: str  # selected | ranked | rejected | not-a-candidate | unknown-host
+    rank: int | None = None  # among the hosts that passed every filter
+    step: str | None = None  # the step that dropped it
+    reason: str | None = None  # that step's reason code
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "verdict": self.verdict,
+            "rank": self.rank,
+            "step": self.step,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    outcome: str  # "ok" or "NoValidHost: <reason>"
+    num_instances: int
+    hosts_known: int
+    steps: tuple[Step, ...]
+    top: tuple[RankedHost, ...]
+    selections: tuple[tuple[Selection, ...], ...]
+    summary: str  # the diagnostics line of the whole request (every instance)
+    host: HostVerdict | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "num_instances": self.num_instances,
+            "hosts_known": self.hosts_known,
+            "steps": [s.as_dict() for s in self.steps],
+            "top": [h.as_dict() for h in self.top],
+            "selections": [
+                {
+                    "host": alts[0].service_host,
+                    "nodename": alts[0].nodename,
+                    "cell_uuid": alts[0].cell_uuid,
+                    "availability_zone": alts[0].availability_zone,
+                    "alternates": [a.service_host for a in alts[1:]],
+                }
+                for alts in self.selections
+            ],
+            "summary": self.summary,
+            "host": self.host.as_dict() if self.host is not None else None,
+            "claimed": False,
+        }
+
+
+async def explain(
+    config: Config,
+    cache: HostCache,
+    placement: Placement,
+    spec: RequestSpec,
+    *,
+    clock: Callable[[], datetime],
+    host: str | None = None,
+    top: int = 10,
+) -> Explanation:
+    """Dry-run ``spec`` and explain it (``host``: also say where that host stands)."""
+    run = await dry_run(config, cache, placement, spec, clock=clock)
+    known = len(cache.all_hosts())
+    first = run.hosts.first if run.hosts is not None else None
+    steps = _funnel(run, known, first, config.scheduler.max_placement_results)
+    ranked = _ranked(run, first)
+    verdict = _verdict(run, cache, first, ranked, host) if host else None
+    outcome = "ok" if run.error is None else f"NoValidHost: {run.error}"
+    return Explanation(
+        outcome=outcome,
+        num_instances=max(1, spec.num_instances),
+        hosts_known=known,
+        steps=steps,
+        top=tuple(ranked[:top]),
+        selections=tuple(tuple(s) for s in run.selections),
+        summary=run.summary.line(),
+        host=verdict,
+    )
+
+
+def _funnel(run: DryRun, known: int, first: FirstInstance | None, limit: int) -> tuple[Step, ...]:
+    hosts = run.hosts
+    initial = hosts.initial if hosts is not None else 0
+    capped = f"at most {limit} candidates ([scheduler] max_placement_results)"
+    cut = capped if initial >= limit else None
+    steps = [Step(PLACEMENT_STEP, known, initial, {"not-a-candidate": known - initial}, cut)]
+    if hosts is None or first is None:
+        return tuple(steps)
+    left = initial
+    for name in HOST_RULES:
+        codes = first.reasons.get(name)
+        if codes:
+            gone = sum(codes.values())
+            steps.append(Step(name, left, left - gone, codes))
+            left -= gone
+    spec = first.spec
+    for step in run.engine.steps:
+        f = step.plugin
+        note: str | None = None
+        if hosts.skipped_filters:
+            note = "skipped: forced host"
+        elif spec.is_rebuild and not f.RUN_ON_REBUILD:
+            note = "not run on rebuild"
+        elif not f.is_active(spec):
+            note = "inactive for this request"
+        elif left == 0:
+            note = "not reached"
+        codes = first.reasons.get(f.name, {}) if note is None else {}
+        gone = sum(codes.values())
+        steps.append(Step(f.name, left, left - gone, codes, note))
+        left -= gone
+    return tuple(steps)
+
+
+def _ranked(run: DryRun, first: FirstInstance | None) -> list[RankedHost]:
+    if run.hosts is None or first is None or not first.survivors:
+        return []
+    states = run.hosts.states
+    weights = first.weights or (0.0,) * len(first.survivors)
+    order = sorted(range(len(first.survivors)), key=lambda p: -weights[p])
+    out = []
+    for rank, pos in enumerate(order, 1):
+        s = states[first.survivors[pos]]
+        terms = {name: shares[pos] for name, shares in first.terms}
+        out.append(RankedHost(rank, s.host, s.nodename, s.cell_uuid, weights[pos], terms))
+    return out
+
+
+def _named(cache: HostCache, name: str) -> list[HostState]:
+    """The nodes of ``name``: a service host, else a node name (case-insensitive, as nova)."""
+    found = cache.get_by_host_node(name)
+    if not found:
+        want = name.lower()
+        found = [h for h in cache.all_hosts() if want in (h.host.lower(), h.nodename.lower())]
+    return found
+
+
+def _verdict(
+    run: DryRun,
+    cache: HostCache,
+    first: FirstInstance | None,
+    ranked: Sequence[RankedHost],
+    name: str,
+) -> HostVerdict:
+    live = _named(cache, name)
+    if not live:
+        return HostVerdict(name, "unknown-host", reason="not in the host-state cache")
+    hosts = run.hosts
+    uuids = {h.uuid for h in live}
+    base = [i for i, s in enumerate(hosts.states) if s.uuid in uuids] if hosts else []
+    if hosts is None or first is None or not base:
+        return HostVerdict(name, "not-a-candidate", step=PLACEMENT_STEP, reason="not-a-candidate")
+    chosen = {alts[0].compute_node_uuid for alts in run.selections}
+    if uuids & chosen:
+        rank = next((r.rank for r in ranked if r.nodename in {h.nodename for h in live}), None)
+        return HostVerdict(name, "selected", rank=rank)
+    for r in ranked:
+        if any(r.nodename == h.nodename and r.host == h.host for h in live):
+            return HostVerdict(name, "ranked", rank=r.rank)
+    # Dropped by a rule or filter for the first instance: judge it alone to learn which.
+    i = base[0]
+    state = next(h for h in live if h.uuid == hosts.states[i].uuid)
+    alone = run.engine.start([state], [list(hosts.cands[i])])
+    skip = alone.apply_host_rules(first.spec)
+    if len(alone) and not skip:
+        alone.filter(first.spec, 0)
+    for step, codes in alone.reasons.items():
+        for code in codes:
+            return HostVerdict(name, "rejected", step=step, reason=code)
+    return HostVerdict(name, "rejected", reason="not chosen (filtered after the first instance)")

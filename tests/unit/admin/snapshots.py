@@ -1,0 +1,78 @@
+"""A Service.health() snapshot with every component the collector reads, and a registry
+where every recorded metric has a sample: what "the daemon exports" means in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from asyncsched.admin.metrics import Metrics, build_registry
+
+
+def full_snapshot() -> dict[str, Any]:
+    db = {"loaded": True, "stale": False, "age": 2.5, "consecutive_failures": 0}
+    return {
+        "state": "running",
+        "components": {
+            "rpc": {
+                "connected": True,
+                "accepting": True,
+                "in_flight": 3,
+                "active_calls": 2,
+                "reply_cache": 7,
+                "stats": {
+                    "received": 11,
+                    "redelivered": 1,
+                    "duplicates": 1,
+                    "malformed": 2,
+                    "replies": 9,
+                    "publish_retries": 4,
+                    "reconnects": 1,
+                },
+            },
+            "placement": {"claims": 5, "claims_failed": 1, "claim_conflicts": 2, "errors": 3},
+            "hoststate": {
+                "api": db,
+                "cells": {
+                    "u1": {**db, "name": "cell1", "age": 4.0},
+                    "u2": {
+                        **db,
+                        "name": "cell2",
+                        "age": 90.0,
+                        "stale": True,
+                        "consecutive_failures": 6,
+                    },
+                },
+                "hosts": 24,
+                "assumed": 2,
+                "full_resyncs": 3,
+            },
+            "placement_mirror": {
+                "serving": True,
+                "age_s": 1.5,
+                "refresh_ms_last": 12.0,
+                "refreshes": 40,
+                "refresh_failures": 1,
+            },
+            "candidates": {"paths": {"mirror": 30, "placement": 4}},
+        },
+    }
+
+
+def exercised_registry(
+    snapshot: dict[str, Any] | None = None,
+) -> tuple[CollectorRegistry, Metrics]:
+    """A registry over ``snapshot`` where each Recorder method was called once."""
+    shown = snapshot if snapshot is not None else full_snapshot()
+    registry, metrics = build_registry(lambda: shown)
+    metrics.rpc_call("select_destinations", "ok", 0.02)
+    metrics.phase("candidates", 0.01)
+    metrics.scheduled(3)
+    metrics.no_valid_host("ComputeFilter")
+    metrics.claim_replaced()
+    metrics.rollback(2)
+    metrics.placement_call("claim", "2xx", 0.01)
+    metrics.refresh("cell1", "incremental", 0.005, ok=False)
+    metrics.loop_lag.observe(0.001)
+    return registry, metrics

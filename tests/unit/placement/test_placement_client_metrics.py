@@ -1,0 +1,55 @@
+"""PlacementClient reports every call (by call and status class) and counts failed claims."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from asyncsched.exceptions import PlacementError
+from asyncsched.placement.query import ResourceRequest
+from tests.support.recorder import RecordingRecorder
+
+from .test_placement_client_unit import client_for, stack  # noqa: F401 (fixture)
+
+
+async def test_calls_by_name_and_status_class(stack: list[Any]) -> None:  # noqa: F811
+    async def refuse(request: web.Request) -> web.Response:
+        body = {"errors": [{"status": 409, "code": "placement.undefined_code", "detail": "full"}]}
+        return web.json_response(body, status=409)
+
+    async def boom(request: web.Request) -> web.Response:
+        return web.Response(status=503, text="down")
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(2)
+        return web.json_response({})
+
+    rec = RecordingRecorder()
+    client, _ = await client_for(
+        stack,
+        {
+            ("PUT", "/allocations/{c}"): refuse,
+            ("GET", "/allocation_candidates"): boom,
+            ("GET", "/allocations/{c}"): slow,
+        },
+        recorder=rec,
+        timeout=0.3,
+    )
+    await client.ping()
+    assert await client.claim("c1", {"allocations": {}}, project_id="p", user_id="u") is False
+    with pytest.raises(PlacementError):
+        await client.get_allocation_candidates(ResourceRequest())
+    with pytest.raises(PlacementError):
+        await client.get_allocations("c1")
+    assert [c[:2] for c in rec.named("placement_call")] == [
+        ("version", "2xx"),  # start(): version discovery
+        ("ping", "2xx"),
+        ("claim", "4xx"),
+        ("allocation_candidates", "5xx"),
+        ("get_allocations", "error"),
+    ]
+    health = client.health()
+    assert health["claims"] == 1 and health["claims_failed"] == 1
