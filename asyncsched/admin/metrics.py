@@ -16,6 +16,7 @@ fixed sets (never a host, instance or request id).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
@@ -165,11 +166,87 @@ class Metrics:
             self.refresh_failures(cell).inc()
 
 
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """One number a component's ``health()`` holds, exported under ``name``.
+
+    ``key`` is its path in the snapshot (dots for nesting). A counter whose key is absent is 0
+    (``stats`` counters appear on first increment); a gauge whose value is absent or None
+    (an age never measured) is left out.
+    """
+
+    key: str
+    name: str
+    doc: str
+    counter: bool = False
+    scale: float = 1.0
+
+
+def _c(key: str, name: str, doc: str) -> Scalar:
+    return Scalar(key, name, doc, counter=True)
+
+
+# Component name (as in Service.health()) -> what it exports. A component that is absent (no
+# mirror configured) or whose health() failed exports nothing.
+SCALARS: dict[str, tuple[Scalar, ...]] = {
+    "rpc": (
+        _c("stats.received", "asyncsched_rpc_messages_received", "Messages taken from RabbitMQ."),
+        _c("stats.redelivered", "asyncsched_rpc_redeliveries", "Messages RabbitMQ redelivered."),
+        _c("stats.duplicates", "asyncsched_rpc_duplicates",
+           "Redelivered calls answered from the reply cache or their running twin."),
+        _c("stats.malformed", "asyncsched_rpc_malformed_messages", "Messages refused, malformed."),
+        _c("stats.replies", "asyncsched_rpc_replies", "Replies the broker confirmed."),
+        _c("stats.replies_dropped", "asyncsched_rpc_replies_dropped",
+           "Replies that could not be delivered."),
+        _c("stats.publish_retries", "asyncsched_rpc_reply_retries",
+           "Reply publishes retried (no reply queue yet, reconnect)."),
+        _c("stats.heartbeats", "asyncsched_rpc_heartbeats", "Call-monitor heartbeats sent."),
+        _c("stats.reconnects", "asyncsched_rpc_reconnects", "RabbitMQ connections re-established."),
+        _c("stats.errors", "asyncsched_rpc_errors", "Messages that hit an internal error."),
+        Scalar("in_flight", "asyncsched_rpc_in_flight", "Messages being handled now."),
+        Scalar("active_calls", "asyncsched_rpc_active_calls", "Calls in the scheduler now."),
+        Scalar("connected", "asyncsched_rpc_connected", "1 while connected to RabbitMQ."),
+        Scalar("accepting", "asyncsched_rpc_consuming", "1 while the consumers take messages."),
+        Scalar("reply_cache", "asyncsched_rpc_reply_cache_entries",
+               "Answered calls remembered for redeliveries."),
+    ),
+    "placement": (
+        _c("claims", "asyncsched_placement_claims", "Claims (PUT /allocations) attempted."),
+        _c("claims_failed", "asyncsched_placement_claims_failed",
+           "Claims that ended refused or failed."),
+        _c("claim_conflicts", "asyncsched_placement_claim_conflicts",
+           "Provider-generation conflicts retried while claiming."),
+        _c("errors", "asyncsched_placement_errors",
+           "Placement calls that failed (connection, timeout, 5xx, 401/403)."),
+        _c("deletes", "asyncsched_placement_deletes", "Allocation deletes (rollbacks)."),
+        _c("delete_failures", "asyncsched_placement_delete_failures",
+           "Allocation deletes that failed (leaked claims)."),
+    ),
+    "hoststate": (
+        Scalar("hosts", "asyncsched_host_state_hosts", "Compute nodes in the cache."),
+        Scalar("assumed", "asyncsched_host_state_assumed",
+               "Claimed consumptions not yet reported by the computes."),
+        _c("full_resyncs", "asyncsched_host_state_full_resyncs", "Full reloads of a cell."),
+    ),
+    "placement_mirror": (
+        Scalar("age_s", "asyncsched_placement_mirror_age_seconds",
+               "Seconds since the mirror last read Placement's database (its lag behind it)."),
+        Scalar("serving", "asyncsched_placement_mirror_serving",
+               "1 while candidates may come from the mirror."),
+        Scalar("refresh_ms_last", "asyncsched_placement_mirror_refresh_seconds",
+               "Duration of the last mirror refresh.", scale=0.001),
+        _c("refreshes", "asyncsched_placement_mirror_refreshes", "Mirror refreshes."),
+        _c("refresh_failures", "asyncsched_placement_mirror_refresh_failures",
+           "Mirror refreshes that failed."),
+    ),
+}  # fmt: skip
+
+
 class HealthCollector(Collector):
     """Metric families read from ``Service.health()`` at scrape time.
 
-    Components report counters in their health snapshots already; this only renames them.
-    A component missing from the snapshot (no mirror configured) simply yields nothing.
+    Components report counters in their health snapshots already; this only renames them
+    (``SCALARS``), plus the per-database host-state families and the candidate sources.
     """
 
     def __init__(self, health: HealthSource) -> None:
@@ -181,94 +258,36 @@ class HealthCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snapshot = self._health()
         comps: Mapping[str, Any] = snapshot.get("components") or {}
-        yield _gauge(
+        yield GaugeMetricFamily(
             "asyncsched_up",
             "1 while the service is running (0 starting/stopping).",
-            1 if snapshot.get("state") == "running" else 0,
+            value=1 if snapshot.get("state") == "running" else 0,
         )
-        yield from _rpc(comps.get("rpc"))
-        yield from _placement(comps.get("placement"))
-        yield from _host_state(comps.get("hoststate"))
-        yield from _mirror(comps.get("placement_mirror"), comps.get("candidates"))
-
-
-def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, value=value)
-
-
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(name, doc, value=value)
+        for component, scalars in SCALARS.items():
+            part = _usable(comps.get(component))
+            if part is not None:
+                yield from _scalars(part, scalars)
+        yield from _databases(_usable(comps.get("hoststate")))
+        yield from _candidates(_usable(comps.get("candidates")))
 
 
 def _usable(part: Any) -> Mapping[str, Any] | None:
     return part if isinstance(part, Mapping) and "error" not in part else None
 
 
-# (stats key, metric name without asyncsched_rpc_ and _total, help)
-RPC_COUNTERS = (
-    ("received", "messages_received", "Messages taken from RabbitMQ."),
-    ("redelivered", "redeliveries", "Messages RabbitMQ delivered again (redelivered flag)."),
-    ("duplicates", "duplicates", "Redelivered calls answered from the reply cache or twin."),
-    ("malformed", "malformed_messages", "Messages refused as malformed."),
-    ("replies", "replies", "Replies the broker confirmed."),
-    ("replies_dropped", "replies_dropped", "Replies that could not be delivered."),
-    ("publish_retries", "reply_retries", "Reply publishes retried (no reply queue, reconnect)."),
-    ("heartbeats", "heartbeats", "Call-monitor heartbeats sent while calls ran."),
-    ("reconnects", "reconnects", "Connections to RabbitMQ re-established."),
-    ("errors", "errors", "Messages whose handling failed with an internal error."),
-)
+def _scalars(part: Mapping[str, Any], scalars: Iterable[Scalar]) -> Iterator[Metric]:
+    for s in scalars:
+        value: Any = part
+        for step in s.key.split("."):
+            value = value.get(step) if isinstance(value, Mapping) else None
+        if s.counter:
+            yield CounterMetricFamily(s.name, s.doc, value=float(value or 0) * s.scale)
+        elif value is not None:
+            yield GaugeMetricFamily(s.name, s.doc, value=float(value) * s.scale)
 
 
-def _rpc(rpc: Any) -> Iterator[Metric]:
-    rpc = _usable(rpc)
-    if rpc is None:
-        return
-    stats = rpc.get("stats") or {}
-    for key, name, doc in RPC_COUNTERS:
-        yield _counter(f"asyncsched_rpc_{name}_total", doc, stats.get(key, 0))
-    yield _gauge("asyncsched_rpc_in_flight", "Messages being handled now.", rpc.get("in_flight", 0))
-    yield _gauge(
-        "asyncsched_rpc_active_calls",
-        "Calls running in the scheduler now.",
-        rpc.get("active_calls", 0),
-    )
-    yield _gauge(
-        "asyncsched_rpc_connected",
-        "1 while connected to RabbitMQ.",
-        int(bool(rpc.get("connected"))),
-    )
-    yield _gauge(
-        "asyncsched_rpc_consuming",
-        "1 while the consumers take messages.",
-        int(bool(rpc.get("accepting"))),
-    )
-    yield _gauge(
-        "asyncsched_rpc_reply_cache_entries",
-        "Answered calls remembered for redeliveries.",
-        rpc.get("reply_cache", 0),
-    )
-
-
-PLACEMENT_COUNTERS = (
-    ("claims", "claims", "Claims (PUT /allocations) attempted."),
-    ("claims_failed", "claims_failed", "Claims that ended refused or failed."),
-    ("claim_conflicts", "claim_conflicts", "Provider-generation conflicts retried while claiming."),
-    ("errors", "errors", "Placement calls that failed (connection, timeout, 5xx, 401/403)."),
-    ("deletes", "deletes", "Allocation deletes (rollbacks)."),
-    ("delete_failures", "delete_failures", "Allocation deletes that failed (leaked claims)."),
-)
-
-
-def _placement(placement: Any) -> Iterator[Metric]:
-    placement = _usable(placement)
-    if placement is None:
-        return
-    for key, name, doc in PLACEMENT_COUNTERS:
-        yield _counter(f"asyncsched_placement_{name}_total", doc, placement.get(key, 0))
-
-
-def _host_state(cache: Any) -> Iterator[Metric]:
-    cache = _usable(cache)
+def _databases(cache: Mapping[str, Any] | None) -> Iterator[Metric]:
+    """Per database (a cell's name, or ``api``): age of the last good read, failures, stale."""
     if cache is None:
         return
     age = GaugeMetricFamily(
@@ -294,60 +313,21 @@ def _host_state(cache: Any) -> Iterator[Metric]:
         failing.add_metric([name], db.get("consecutive_failures", 0))
         stale.add_metric([name], int(bool(db.get("stale"))))
     yield from (age, failing, stale)
-    yield _gauge(
-        "asyncsched_host_state_hosts", "Compute nodes in the cache.", cache.get("hosts", 0)
-    )
-    yield _gauge(
-        "asyncsched_host_state_assumed",
-        "Claimed consumptions not yet reported by computes.",
-        cache.get("assumed", 0),
-    )
-    yield _counter(
-        "asyncsched_host_state_full_resyncs",
-        "Full reloads of a cell.",
-        cache.get("full_resyncs", 0),
-    )
 
 
-def _mirror(mirror: Any, candidates: Any) -> Iterator[Metric]:
-    """The Placement mirror and the candidate source, when configured (else nothing)."""
-    mirror = _usable(mirror)
-    if mirror is not None:
-        if mirror.get("age_s") is not None:
-            yield _gauge(
-                "asyncsched_placement_mirror_age_seconds",
-                "Seconds since the mirror last read Placement's database (its lag behind it).",
-                mirror["age_s"],
-            )
-        yield _gauge(
-            "asyncsched_placement_mirror_serving",
-            "1 while candidates may come from the mirror.",
-            int(bool(mirror.get("serving"))),
-        )
-        yield _gauge(
-            "asyncsched_placement_mirror_refresh_seconds",
-            "Duration of the last mirror refresh.",
-            (mirror.get("refresh_ms_last") or 0) / 1000,
-        )
-        yield _counter(
-            "asyncsched_placement_mirror_refreshes", "Mirror refreshes.", mirror.get("refreshes", 0)
-        )
-        yield _counter(
-            "asyncsched_placement_mirror_refresh_failures",
-            "Mirror refreshes that failed.",
-            mirror.get("refresh_failures", 0),
-        )
-    candidates = _usable(candidates)
-    if candidates is not None:
-        paths = CounterMetricFamily(
-            "asyncsched_candidates",
-            "Allocation-candidate lookups by source: mirror, or placement (a fallback while "
-            "a mirror is configured).",
-            labels=["source"],
-        )
-        for source in ("mirror", "placement"):
-            paths.add_metric([source], (candidates.get("paths") or {}).get(source, 0))
-        yield paths
+def _candidates(candidates: Mapping[str, Any] | None) -> Iterator[Metric]:
+    """Where allocation candidates came from, when a candidate source is configured."""
+    if candidates is None:
+        return
+    paths = CounterMetricFamily(
+        "asyncsched_candidates",
+        "Allocation-candidate lookups by source: mirror, or placement (a fallback while a "
+        "mirror is configured).",
+        labels=["source"],
+    )
+    for source in ("mirror", "placement"):
+        paths.add_metric([source], (candidates.get("paths") or {}).get(source, 0))
+    yield paths
 
 
 def build_registry(health: HealthSource) -> tuple[CollectorRegistry, Metrics]:
