@@ -352,6 +352,17 @@ class AsyncschedOptions:
     max_message_bytes: int = opt(
         16 * 1024 * 1024, "Larger messages are rejected as malformed.", min=1024
     )
+    max_instances_per_request: int = opt(
+        10000,
+        "A select_destinations asking for more instances is refused before any work.",
+        min=1,
+    )
+    max_pending_replies: int = opt(
+        1000,
+        "Undelivered replies (reply queue missing) retried in the background at once; "
+        "more are dropped.",
+        min=0,
+    )
     log_level: str = opt(
         "INFO",
         "Log level unless [DEFAULT] debug is set.",
