@@ -32,6 +32,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from asyncsched.backoff import Backoff
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import NovaException, NoValidHost
@@ -94,6 +95,9 @@ class RPCServer:
             self._on_message,
             connection_name=self.connection_name,
             stats=self.stats,
+            backoff=Backoff(
+                self._opts.broker_reconnect_delay, self._opts.broker_reconnect_delay_max
+            ),
         )
         self._late = LateReplies(
             self._link.publish,
