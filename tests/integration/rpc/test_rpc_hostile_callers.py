@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import aio_pika
@@ -24,6 +25,7 @@ import aiormq.exceptions
 import oslo_messaging._drivers.amqp as oslo_amqp
 import pytest
 
+from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.objects import codec
 from asyncsched.rpc.server import RPCServer
 from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
@@ -215,7 +217,10 @@ async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
     before we declare it again is dropped unrouted, so the gap must be short."""
     url = own_broker.url()
     scheduler = RecordingScheduler()
-    server = RPCServer(make_config(url), scheduler, RecordingEvents())
+    # nova's [oslo_messaging_rabbit] defaults (kombu_reconnect_delay 1 s, rabbit_retry_* 1 s
+    # + 2 s steps): the fast schedule must not depend on tuning them.
+    config = replace(make_config(url), oslo_messaging_rabbit=OsloMessagingRabbitOptions())
+    server = RPCServer(config, scheduler, RecordingEvents())
     client = OsloSchedulerClient(url, timeout=30, call_monitor_timeout=10)
     try:
         await server.start(timeout=20)
