@@ -22,6 +22,7 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 from asyncsched.rpc import wire
 from asyncsched.rpc.server import RPCServer
+from tests.support import nova_objects
 from tests.unit.objects import nova_primitives as P
 
 I1 = "6f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
@@ -326,7 +327,7 @@ async def test_casts_feed_events_and_never_reply(parts: tuple[Scheduler, Events,
             "update_instance_info",
             "4.2",
             host_name="cn-1",
-            instance_info=codec.encode_instance_list(["i-1"]),
+            instance_info=nova_objects.encode_instance_list(["i-1"]),
         ),
     )
     await _deliver(
@@ -394,7 +395,10 @@ async def test_casts_are_applied_in_arrival_order(parts: tuple[Scheduler, Events
             {
                 "method": "update_instance_info",
                 "version": "4.2",
-                "args": {"host_name": "cn-1", "instance_info": codec.encode_instance_list(["i"])},
+                "args": {
+                    "host_name": "cn-1",
+                    "instance_info": nova_objects.encode_instance_list(["i"]),
+                },
                 "_unique_id": "c1",
             }
         ),
