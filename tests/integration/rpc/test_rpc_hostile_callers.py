@@ -28,9 +28,9 @@ import pytest
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.objects import codec
 from asyncsched.rpc.server import RPCServer
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
-from tests.integration.rpc.conftest import list_json, make_config
-from tests.integration.rpc.decisions import RecordingEvents, RecordingScheduler
+from tests.support.broker import list_json, make_config
+from tests.support.decisions import RecordingEvents, RecordingScheduler
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.support.private_broker import PrivateBroker, private_broker
 
 pytestmark = pytest.mark.integration
