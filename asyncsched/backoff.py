@@ -20,7 +20,10 @@ class Backoff:
     cap: float
     jitter: float = 0.2
 
+    def base(self, attempt: int) -> float:
+        """The delay before jitter: ``initial * 2**attempt``, at most ``cap``."""
+        return min(self.cap, self.initial * 2.0 ** min(attempt, 62))
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         """The wait before attempt ``attempt + 1`` (``attempt`` = failures so far, from 0)."""
-        base = min(self.cap, self.initial * 2.0 ** min(attempt, 62))
-        return base * (1.0 - self.jitter * rng.random())
+        return self.base(attempt) * (1.0 - self.jitter * rng.random())

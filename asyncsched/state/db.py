@@ -3,8 +3,10 @@
 A ``NovaDatabase`` never raises anything but ``DatabaseUnavailable`` from ``fetch``: timeouts,
 refused connections, a renamed/dropped database and SQL errors all become "this database is
 unavailable now", so the cache can keep serving and retry later. After a failure the pool is
-thrown away (the next attempt reconnects from scratch) and ``retry_delay`` grows up to
-``[asyncsched] db_reconnect_max``.
+thrown away (the next attempt reconnects from scratch). While it is down, the cache only
+``probe``s it (``SELECT 1`` on a fresh connection, a bounded wait) after ``retry_delay``: 0.1 s
+doubling to ``[asyncsched] db_reconnect_max`` (0.5 s). A database that answers again is read at
+once, not after a long backoff (it used to wait up to 25 s).
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ from typing import Any
 
 import asyncpg
 
+from asyncsched.backoff import Backoff
 from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
 from asyncsched.exceptions import DatabaseUnavailable
 
 LOG = logging.getLogger(__name__)
+
+# The first probe of a failed database comes this soon; the delay doubles to db_reconnect_max.
+FIRST_PROBE_DELAY = 0.1
+# A probe waits at most this long (or query_timeout if shorter) for a connection and SELECT 1.
+PROBE_TIMEOUT = 5.0
 
 
 class NovaDatabase:
@@ -41,6 +49,7 @@ class NovaDatabase:
         self.pool_size = pool_size
         self.query_timeout = query_timeout
         self.reconnect_max = reconnect_max
+        self._backoff = Backoff(FIRST_PROBE_DELAY, reconnect_max, jitter=0.0)
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
@@ -55,10 +64,25 @@ class NovaDatabase:
 
     @property
     def retry_delay(self) -> float:
-        """Backoff after ``failures`` consecutive failures: 1, 2, 4, ... capped."""
+        """Wait before the next probe after ``failures`` consecutive failures: 0.1, 0.2, ..."""
         if self.failures <= 0:
             return 0.0
-        return float(min(self.reconnect_max, 2.0 ** (self.failures - 1)))
+        return self._backoff.base(self.failures - 1)
+
+    async def probe(self) -> bool:
+        """Is the database answering again? One cheap ``SELECT 1``; a failure is recorded."""
+        try:
+            async with asyncio.timeout(min(self.query_timeout, PROBE_TIMEOUT)):
+                pool = await self._get_pool()
+                async with pool.acquire() as conn:
+                    await conn.fetchval("SELECT 1")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # still down, whatever the reason
+            await self._discard_pool()
+            self.mark_failed(exc)
+            return False
+        return True
 
     async def _get_pool(self) -> asyncpg.Pool:
         async with self._pool_lock:
