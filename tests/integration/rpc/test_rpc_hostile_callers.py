@@ -15,10 +15,9 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import aio_pika
 import aiormq.exceptions
@@ -34,19 +33,6 @@ from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitiv
 from tests.support.private_broker import PrivateBroker, private_broker
 
 pytestmark = pytest.mark.integration
-
-T = TypeVar("T")
-
-
-@pytest.fixture
-def pool() -> Iterator[ThreadPoolExecutor]:
-    executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="oslo-caller")
-    yield executor
-    executor.shutdown(wait=True, cancel_futures=True)
-
-
-async def in_thread(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kw))
 
 
 def _raw_call(reply_q: str, msg_id: str, timeout_literal: str = "60") -> bytes:
@@ -66,9 +52,7 @@ def _raw_call(reply_q: str, msg_id: str, timeout_literal: str = "60") -> bytes:
     return json.dumps({"oslo.version": "2.0", "oslo.message": inner}).encode()
 
 
-async def test_an_oslo_call_with_an_infinite_call_monitor_is_answered(
-    amqp_url: str, pool: ThreadPoolExecutor
-) -> None:
+async def test_an_oslo_call_with_an_infinite_call_monitor_is_answered(amqp_url: str) -> None:
     """oslo puts the caller's ``call_monitor_timeout`` into ``_timeout`` as is: ``Infinity``.
 
     (A nan call monitor makes the oslo client time itself out at once, whatever the server
@@ -79,8 +63,7 @@ async def test_an_oslo_call_with_an_infinite_call_monitor_is_answered(
     try:
         async with RPCServer(make_config(amqp_url), scheduler, RecordingEvents()):
             uuids = [str(uuid.uuid4())]
-            result = await in_thread(
-                pool,
+            result = await asyncio.to_thread(
                 client.call,
                 "select_destinations",
                 call_monitor_timeout=float("inf"),
@@ -120,7 +103,7 @@ async def test_raw_timeouts_oslo_cannot_spell_are_answered(amqp_url: str, vhost:
 
 
 async def test_a_call_behind_40_calls_to_missing_reply_queues_is_answered_at_once(
-    amqp_url: str, vhost: str, pool: ThreadPoolExecutor
+    amqp_url: str, vhost: str
 ) -> None:
     """Those 40 replies are returned by the broker; oslo would retry each for 60 s inline."""
     server = RPCServer(
@@ -136,7 +119,7 @@ async def test_a_call_behind_40_calls_to_missing_reply_queues_is_answered_at_onc
                     body = _raw_call(f"reply_{uuid.uuid4().hex}", f"gone-{i}")
                     await exchange.publish(aio_pika.Message(body), routing_key="scheduler")
             started = time.monotonic()
-            pong = await in_thread(pool, client.ping, "live")
+            pong = await asyncio.to_thread(client.ping, "live")
             elapsed = time.monotonic() - started
             health = server.health()
             queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
@@ -151,7 +134,7 @@ async def test_a_call_behind_40_calls_to_missing_reply_queues_is_answered_at_onc
 
 
 async def test_a_reused_unique_id_with_another_request_is_scheduled_on_its_own(
-    amqp_url: str, pool: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch
+    amqp_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real oslo client, made to stamp every message with one ``_unique_id``."""
     fixed = uuid.uuid4().hex
@@ -161,11 +144,11 @@ async def test_a_reused_unique_id_with_another_request_is_scheduled_on_its_own(
     first, second = [str(uuid.uuid4())], [str(uuid.uuid4()) for _ in range(3)]
     try:
         async with RPCServer(make_config(amqp_url), scheduler, RecordingEvents()) as server:
-            one = await in_thread(
-                pool, client.select_destinations, request_spec_primitive(vcpus=2), first
+            one = await asyncio.to_thread(
+                client.select_destinations, request_spec_primitive(vcpus=2), first
             )
-            two = await in_thread(
-                pool, client.select_destinations, request_spec_primitive(vcpus=8), second
+            two = await asyncio.to_thread(
+                client.select_destinations, request_spec_primitive(vcpus=8), second
             )
             stats = dict(server.stats)
     finally:
@@ -211,7 +194,7 @@ async def _consumed(connection: aio_pika.abc.AbstractConnection, queue: str) -> 
 
 
 async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
-    own_broker: PrivateBroker, pool: ThreadPoolExecutor
+    own_broker: PrivateBroker,
 ) -> None:
     """nova's default transient queues: the restart deletes ``scheduler``; every call published
     before we declare it again is dropped unrouted, so the gap must be short."""
@@ -224,7 +207,7 @@ async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
     client = OsloSchedulerClient(url, timeout=30, call_monitor_timeout=10)
     try:
         await server.start(timeout=20)
-        before = await in_thread(pool, client.ping, "before")
+        before = await asyncio.to_thread(client.ping, "before")
         assert before["arg"] == "before"
         await asyncio.to_thread(own_broker.stop_app)
         async with asyncio.timeout(10):
@@ -245,7 +228,7 @@ async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
         finally:
             await probe.close()
         await starting
-        after = await in_thread(pool, client.ping, "after")
+        after = await asyncio.to_thread(client.ping, "after")
         health = server.health()
     finally:
         try:
