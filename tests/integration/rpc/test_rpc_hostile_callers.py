@@ -29,27 +29,10 @@ from asyncsched.objects import codec
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import list_json, make_config
 from tests.support.decisions import RecordingEvents, RecordingScheduler
-from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.support.oslo_caller import OsloSchedulerClient, raw_ping, request_spec_primitive
 from tests.support.private_broker import PrivateBroker, private_broker
 
 pytestmark = pytest.mark.integration
-
-
-def _raw_call(reply_q: str, msg_id: str, timeout_literal: str = "60") -> bytes:
-    """A ping call as oslo frames it, with ``_timeout`` spelled exactly as given."""
-    inner = json.dumps(
-        {
-            "method": "ping",
-            "namespace": "baseapi",
-            "version": "1.1",
-            "args": {"arg": msg_id},
-            "_msg_id": msg_id,
-            "_reply_q": reply_q,
-            "_unique_id": uuid.uuid4().hex,
-            "_timeout": "TIMEOUT",
-        }
-    ).replace('"TIMEOUT"', timeout_literal)
-    return json.dumps({"oslo.version": "2.0", "oslo.message": inner}).encode()
 
 
 async def test_an_oslo_call_with_an_infinite_call_monitor_is_answered(amqp_url: str) -> None:
@@ -87,7 +70,7 @@ async def test_raw_timeouts_oslo_cannot_spell_are_answered(amqp_url: str, vhost:
             reply_q = await channel.declare_queue(f"reply_{uuid.uuid4().hex}", exclusive=True)
             exchange = await channel.get_exchange("nova")
             for i, literal in enumerate(literals):
-                body = _raw_call(reply_q.name, f"m{i}", literal)
+                body = raw_ping(reply_q.name, f"m{i}", timeout_literal=literal)
                 await exchange.publish(aio_pika.Message(body), routing_key="scheduler")
             answered: dict[str, Any] = {}
             async with asyncio.timeout(10):
@@ -116,7 +99,7 @@ async def test_a_call_behind_40_calls_to_missing_reply_queues_is_answered_at_onc
             async with conn:
                 exchange = await (await conn.channel()).get_exchange("nova")
                 for i in range(40):
-                    body = _raw_call(f"reply_{uuid.uuid4().hex}", f"gone-{i}")
+                    body = raw_ping(f"reply_{uuid.uuid4().hex}", f"gone-{i}", timeout_literal="60")
                     await exchange.publish(aio_pika.Message(body), routing_key="scheduler")
             started = time.monotonic()
             pong = await asyncio.to_thread(client.ping, "live")

@@ -32,6 +32,7 @@ from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     nova_context,
+    raw_ping,
     request_spec,
     request_spec_primitive,
 )
@@ -233,16 +234,7 @@ async def test_reply_to_a_not_yet_existing_reply_queue_is_retried(
     reply_q = f"reply_{uuid.uuid4().hex}"
 
     def call_body(msg_id: str) -> bytes:
-        inner = {
-            "method": "ping",
-            "namespace": "baseapi",
-            "version": "1.1",
-            "args": {"arg": msg_id},
-            "_msg_id": msg_id,
-            "_reply_q": reply_q,
-            "_unique_id": uuid.uuid4().hex,
-        }
-        return json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)}).encode()
+        return raw_ping(reply_q, msg_id)
 
     async with server:
         conn = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:5672/{vhost}")
