@@ -103,6 +103,7 @@ class RPCServer:
             self._link.publish,
             retry_for=float(self._rabbit.kombu_missing_consumer_retry_timeout),
             max_pending=self._opts.max_pending_replies,
+            # Replies can be as large as requests; pending ones hold at most four such.
             max_bytes=self._opts.max_message_bytes * 4,
             stats=self.stats,
         )
@@ -237,12 +238,14 @@ class RPCServer:
     async def _serve(
         self, message: AbstractIncomingMessage, incoming: wire.IncomingMessage, key: str | None
     ) -> None:
-        """Answer one well-formed request once: from the cache, from its running twin, or anew."""
-        uid = key
+        """Answer one well-formed request once: from the cache, from its running twin, or anew.
+
+        ``key`` (``_unique_id`` + body digest) names the request; None when it carries no id.
+        """
         rid = incoming.context.request_id
         future: asyncio.Future[Outcome] | None = None
-        if uid:
-            cached = self._cache.get(uid)
+        if key:
+            cached = self._cache.get(key)
             if cached is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
@@ -253,7 +256,7 @@ class RPCServer:
                 )
                 await self._finish(message, incoming, cached)
                 return
-            running = self._inflight.get(uid)
+            running = self._inflight.get(key)
             if running is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
@@ -264,7 +267,7 @@ class RPCServer:
                 await self._finish(message, incoming, await asyncio.shield(running))
                 return
             future = asyncio.get_running_loop().create_future()
-            self._inflight[uid] = future
+            self._inflight[key] = future
         try:
             outcome = await self._execute(incoming)
         except BaseException:
@@ -272,10 +275,10 @@ class RPCServer:
                 future.cancel()
             raise
         finally:
-            if uid:
-                self._inflight.pop(uid, None)
-        if uid:
-            self._cache.put(uid, outcome, size=outcome.approx_bytes())
+            if key:
+                self._inflight.pop(key, None)
+        if key:
+            self._cache.put(key, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
         await self._finish(message, incoming, outcome)
