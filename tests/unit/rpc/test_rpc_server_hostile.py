@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from typing import Any
 
@@ -96,11 +95,11 @@ def _call_to(reply_q: str, uid: str) -> bytes:
 async def test_a_missing_reply_queue_does_not_hold_up_the_calls_behind_it() -> None:
     journal = Journal()
     server = _returning_server(journal, {"reply_gone"})
-    started = time.monotonic()
-    for i in range(40):
-        await _deliver(server, journal, _call_to("reply_gone", f"gone-{i}"))
-    await _deliver(server, journal, _call_to("reply_q1", "live"))
-    assert time.monotonic() - started < 2.0  # not 40 x kombu_missing_consumer_retry_timeout
+    # Inline retries would hold each delivery for kombu_missing_consumer_retry_timeout (60 s).
+    async with asyncio.timeout(30):
+        for i in range(40):
+            await _deliver(server, journal, _call_to("reply_gone", f"gone-{i}"))
+        await _deliver(server, journal, _call_to("reply_q1", "live"))
     assert [r["_msg_id"] for r in _replies(journal)] == ["m-live"]
     assert [k for k, _ in journal.events].count("ack") == 41  # every request left the queue
     assert server.health()["replies_pending"] == 40
@@ -173,9 +172,7 @@ async def test_an_absurd_legacy_num_instances_is_refused_before_any_work() -> No
         },
         "filter_properties": {},
     }
-    started = time.monotonic()
     await _deliver(server, journal, _body(inner))
-    assert time.monotonic() - started < 0.5
     failure = _failure(_replies(journal)[0])
     assert failure["message"] == (
         "Malformed request: args.request_spec.num_instances: 1000000000000000 instances "
