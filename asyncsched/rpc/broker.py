@@ -49,6 +49,8 @@ CONNECT_TIMEOUT = 10.0
 RETURN_RETRY_INTERVAL = 0.25
 # [asyncsched] broker_reconnect_delay / broker_reconnect_delay_max defaults.
 DEFAULT_BACKOFF = Backoff(0.1, 0.5)
+# A connection lost sooner than this after it was set up counts as a failed attempt.
+STABLE_AFTER = 2.0
 
 MessageHandler = Callable[[QueueDecl, AbstractIncomingMessage], Awaitable[None]]
 
@@ -244,14 +246,21 @@ class BrokerLink:
                 continue
             if failures:
                 LOG.info("RabbitMQ %s is back after %d failed attempts", host.redacted(), failures)
-            failures = 0
             self._ready.set()
+            up_since = asyncio.get_running_loop().time()
             await self._lost.wait()
             if self._stopping:
                 break
             self._stats["reconnects"] += 1
             LOG.warning("Lost RabbitMQ connection to %s; reconnecting", host.redacted())
             await self._teardown()
+            if asyncio.get_running_loop().time() - up_since >= STABLE_AFTER:
+                failures = 0  # reconnect at once
+            else:
+                # Lost as soon as it was up (a broker closing us, a queue deleted in a loop):
+                # back off as after a failed attempt instead of reconnecting in a tight loop.
+                await self._sleep(self._backoff.delay(failures, self._rng))
+                failures += 1
 
     def _refusal_delay(self, failures: int) -> float:
         """oslo's linear backoff: a 406 will not go away by itself; do not flood the log."""

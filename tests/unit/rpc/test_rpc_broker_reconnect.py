@@ -8,10 +8,12 @@ from collections import Counter
 from typing import Any
 
 import aiormq.exceptions
+import pytest
 
 from asyncsched.backoff import Backoff
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import parse_transport_url
+from asyncsched.rpc import broker
 from asyncsched.rpc.broker import BrokerLink
 from asyncsched.rpc.topology import build_topology
 
@@ -76,11 +78,22 @@ async def test_failed_attempts_back_off_fast_and_alternate_brokers() -> None:
     assert all(c * 0.8 <= s <= c for s, c in zip(link.sleeps, caps, strict=True))
 
 
-async def test_a_lost_connection_is_retried_at_once_on_the_same_broker() -> None:
+async def test_a_lost_connection_is_retried_at_once_on_the_same_broker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(broker, "STABLE_AFTER", 0.0)  # every connection counts as stable
     link = ScriptedLink([None, None])
     await _run(link)
     assert link.sleeps == [] and link.hosts == ["h1", "h1", "h1"]
     assert link._stats["reconnects"] == 2
+
+
+async def test_a_connection_lost_right_away_backs_off_instead_of_spinning() -> None:
+    link = ScriptedLink([None, None, None])
+    await _run(link)
+    assert link.hosts == ["h1", "h1", "h1", "h1"]
+    caps = [0.1, 0.2, 0.4]
+    assert all(c * 0.8 <= s <= c for s, c in zip(link.sleeps, caps, strict=True))
 
 
 async def test_a_refusal_406_backs_off_the_slow_oslo_way() -> None:
