@@ -340,7 +340,9 @@ async def test_fanout_casts_reach_two_processes_and_calls_are_shared(
 async def test_connection_drop_mid_stream_loses_nothing(
     amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor
 ) -> None:
-    scheduler = RecordingScheduler(delay=2.5)
+    # Long enough to outlast close_connections: its three rabbitmqctl runs took ~3 s on a
+    # loaded 2-core machine, and calls answered before the drop are not redelivered.
+    scheduler = RecordingScheduler(delay=8.0)
     server = RPCServer(make_config(amqp_url), scheduler, RecordingEvents())
     uuids = [str(uuid.uuid4()) for _ in range(12)]
     async with server:
