@@ -55,11 +55,10 @@ class LateReplies:
 
     def retry(self, reply_q: str, body: bytes, request_id: str | None) -> bool:
         """Keep retrying ``body`` in the background; False (and dropped) when over the bounds."""
-        if (
-            len(self._tasks) >= self._max_pending
-            or self._bytes + len(body) > self._max_bytes
-            or self._retry_for <= 0
-        ):
+        if self._retry_for <= 0:
+            self._dropped(reply_q, request_id, "kombu_missing_consumer_retry_timeout is 0")
+            return False
+        if len(self._tasks) >= self._max_pending or self._bytes + len(body) > self._max_bytes:
             self._dropped(reply_q, request_id, "too many undelivered replies pending")
             return False
         self._bytes += len(body)
