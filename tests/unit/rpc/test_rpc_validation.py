@@ -12,16 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from placement.schemas import common as placement_schemas
 
-from asyncsched.objects import codec
+from asyncsched.objects import codec, models
 from asyncsched.objects.codec import CodecError
-from asyncsched.objects.models import (
-    Flavor,
-    ImageMeta,
-    ImageMetaProps,
-    RequestGroup,
-    RequestLevelParams,
-    RequestSpec,
-)
+from asyncsched.objects.models import RequestSpec
 from asyncsched.rpc import validation
 from asyncsched.rpc.validation import RequestBounds, check_message, check_select_destinations
 from tests.unit.objects import nova_primitives as P
@@ -149,17 +142,22 @@ def test_names_nova_does_not_send_are_left_to_nova_semantics(key: str, value: st
 def test_names_from_the_image_groups_and_root_params_are_checked() -> None:
     spec = _spec()
     bad_image = replace(
-        spec, image=ImageMeta(properties=ImageMetaProps(traits_required=frozenset({"x y"})))
+        spec,
+        image=models.ImageMeta(
+            properties=models.ImageMetaProps(traits_required=frozenset({"x y"}))
+        ),
     )
     assert _refused(bad_image).path == "args.spec_obj.image.properties.traits_required"
-    bad_group = replace(spec, requested_resources=(RequestGroup(resources={"VCPU": 1, "a:b": 1}),))
+    bad_group = replace(
+        spec, requested_resources=(models.RequestGroup(resources={"VCPU": 1, "a:b": 1}),)
+    )
     assert _refused(bad_group).path == "args.spec_obj.requested_resources[0].resources"
     bad_trait = replace(
-        spec, requested_resources=(RequestGroup(forbidden_traits=frozenset({"!X"})),)
+        spec, requested_resources=(models.RequestGroup(forbidden_traits=frozenset({"!X"})),)
     )
     assert "requested_resources[0]" in _refused(bad_trait).path
     bad_root = replace(
-        spec, request_level_params=RequestLevelParams(root_required=frozenset({"é"}))
+        spec, request_level_params=models.RequestLevelParams(root_required=frozenset({"é"}))
     )
     assert "root_required" in _refused(bad_root).path
 
@@ -181,7 +179,8 @@ def test_trait_names_are_accepted_exactly_when_placements_own_pattern_accepts_th
     name: str,
 ) -> None:
     spec = replace(
-        _spec(), flavor=Flavor(memory_mb=1, vcpus=1, extra_specs={f"trait:{name}": "required"})
+        _spec(),
+        flavor=models.Flavor(memory_mb=1, vcpus=1, extra_specs={f"trait:{name}": "required"}),
     )
     placement_accepts = _PLACEMENT_NAME.match(name) is not None
     try:
