@@ -14,6 +14,8 @@ from typing import Any
 
 import aiormq.exceptions
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from asyncsched.rpc.server import RPCServer
 from tests.unit.objects import nova_primitives as P
@@ -193,3 +195,44 @@ async def test_a_bug_after_parsing_still_answers_the_call(monkeypatch: pytest.Mo
     failure = _failure(_replies(journal)[0])
     assert failure["class"] == "RuntimeError" and "req-bug" in failure["message"]
     assert [k for k, _ in journal.events] == ["publish", "ack"]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "method": st.sampled_from(["select_destinations", "ping", "sync_instance_info"]) | _JSON,
+        "version": st.sampled_from(["4.0", "4.5", "1.1", "9.9"]) | _JSON,
+        "namespace": st.sampled_from(["baseapi"]) | _JSON,
+        "args": st.fixed_dictionaries(
+            {}, optional={"spec_obj": st.just(P.request_spec()) | _JSON, "instance_uuids": _JSON}
+        )
+        | _JSON,
+        "_timeout": _JSON,
+        "_unique_id": _JSON,
+        "_context_request_id": _JSON,
+        "_context_roles": _JSON,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_FIELDS)
+def test_every_call_with_a_reply_address_gets_exactly_one_final_reply(
+    fields: dict[str, Any],
+) -> None:
+    """Whatever else the message holds, a readable ``_msg_id``/``_reply_q`` gets one answer."""
+    journal = Journal()
+    server = _server(Scheduler(), Events(), journal)
+    inner = {**fields, "_msg_id": "m-fuzz", "_reply_q": "reply_fuzz"}
+    asyncio.run(_deliver(server, journal, _body(inner)))
+    kinds = [k for k, _ in journal.events]
+    assert kinds == ["publish", "ack"], journal.events
+    routing_key, reply = journal.events[0][1]
+    assert routing_key == "reply_fuzz" and reply["_msg_id"] == "m-fuzz" and reply["ending"]
