@@ -34,6 +34,7 @@ from tests.support.cloud import (
     decode_reply,
     seed_cloud,
 )
+from tests.support.net import free_port
 from tests.support.nova_db import NovaDB, url_for
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
@@ -41,7 +42,7 @@ from tests.support.oslo_caller import (
     request_spec_primitive,
 )
 from tests.support.placement_server import PlacementServer
-from tests.support.private_broker import PrivateBroker, free_port, private_broker
+from tests.support.private_broker import PrivateBroker, private_broker
 from tests.support.tcp_proxy import TcpProxy, tcp_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
