@@ -306,7 +306,9 @@ def _request(rng: random.Random, hosts: list[dict[str, Any]], pool: list[str]) -
 
 
 def _config(rng: random.Random) -> dict[str, dict[str, Any]]:
-    names = rng.sample(["cpu.percent", "cpu.frequency", "cpu.idle.percent", "numa.membw.current"], 2)
+    names = rng.sample(
+        ["cpu.percent", "cpu.frequency", "cpu.idle.percent", "numa.membw.current"], 2
+    )
     setting = [
         f"{n}{rng.choice(['', ' '])}={rng.choice(['1.0', '-1.0', '0.5', '2'])}" for n in names
     ]
@@ -369,8 +371,9 @@ def make_case(seed: int, n_hosts: int) -> dict[str, Any]:
             ]
         )
         members = sorted({h["host"] for h in hosts if rng.random() < 0.4})
-        aggs.append({"id": a + 1, "uuid": _uuid(rng), "name": f"agg{a}", "hosts": members,
-                     "metadata": meta})
+        aggs.append(
+            {"id": a + 1, "uuid": _uuid(rng), "name": f"agg{a}", "hosts": members, "metadata": meta}
+        )
     return {
         "seed": seed,
         "config": _config(rng),

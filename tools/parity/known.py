@@ -21,10 +21,12 @@ RULES: list[Rule] = [
     (
         "nova's ComputeCapabilitiesFilter crashes on hw:maxphysaddr_bits when cpu_info is a "
         "JSON string (it indexes the string); asyncsched parses cpu_info",
-        lambda case, key, nova, mine: key == ("filters", "ComputeCapabilitiesFilter")
-        and isinstance(nova, str)
-        and nova.startswith("!")
-        and "hw:maxphysaddr_bits" in _specs(case),
+        lambda case, key, nova, mine: (
+            key == ("filters", "ComputeCapabilitiesFilter")
+            and isinstance(nova, str)
+            and nova.startswith("!")
+            and "hw:maxphysaddr_bits" in _specs(case)
+        ),
     ),
 ]
 

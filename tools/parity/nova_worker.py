@@ -30,7 +30,6 @@ from nova import objects  # noqa: E402
 objects.register_all()
 
 from nova import weights as nova_weights  # noqa: E402
-from nova.objects import fields  # noqa: E402
 from nova.scheduler import filters as sched_filters  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 from nova.scheduler import weights as sched_weights  # noqa: E402
@@ -317,7 +316,8 @@ def _weighers(names: list[str], states: list[Any], spec: Any) -> dict[str, Any]:
             raw = w.weigh_objects(objs, spec)
             norm = list(nova_weights.normalize(raw, minval=w.minval, maxval=w.maxval))
             out[name] = {
-                h.nodename: round(w.weight_multiplier(h) * n, 9) for h, n in zip(states, norm)
+                h.nodename: round(w.weight_multiplier(h) * n, 9)
+                for h, n in zip(states, norm, strict=True)
             }
         except Exception as exc:
             out[name] = _err(exc)

@@ -60,7 +60,10 @@ def host_states(case: dict[str, Any], rows: list[dict[str, Any]], conf: Config) 
     """HostStates as the cache builds them from the rows (instances are per compute host)."""
     aggs = [
         Aggregate(
-            id=a["id"], uuid=a["uuid"], name=a["name"], hosts=tuple(a["hosts"]),
+            id=a["id"],
+            uuid=a["uuid"],
+            name=a["name"],
+            hosts=tuple(a["hosts"]),
             metadata=dict(a["metadata"]),
         )
         for a in case.get("aggregates", [])
@@ -158,8 +161,12 @@ def _numa(states: list[HostState], spec: RequestSpec) -> dict[str, Any]:
             continue
         try:
             fit = numa_fit_instance_to_host(
-                s.numa_topology, requested, limits=_limits(s, spec), pci_requests=reqs,
-                pci_pools=s.pci_pools, provider_mapping=None,
+                s.numa_topology,
+                requested,
+                limits=_limits(s, spec),
+                pci_requests=reqs,
+                pci_pools=s.pci_pools,
+                provider_mapping=None,
             )
             out[s.nodename] = None if fit.fitted is None else [c.id for c in fit.fitted.cells]
         except Exception as exc:
@@ -210,7 +217,9 @@ def _sequence(
             h = states[base]
             limits = req.limits.get(base, {}).get("numa_topology")
             placed = place_numa_pci(
-                h, spec, limits=limits if isinstance(limits, NUMATopologyLimits) else None,
+                h,
+                spec,
+                limits=limits if isinstance(limits, NUMATopologyLimits) else None,
                 provider_mapping={},
             )
             cache.consume_locked(h, spec, uuid, placed=placed)
