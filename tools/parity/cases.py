@@ -85,7 +85,8 @@ def _numa(rng: random.Random) -> list[dict[str, Any]]:
         cpu += 2 * per
         split = rng.choice([0, per, 2 * per])
         shared, dedicated = ids[:split], ids[split:]
-        siblings = [ids[i : i + 2] for i in range(0, len(ids), 2)] if smt else []
+        # libvirt reports every CPU's sibling set: pairs with SMT, singletons without
+        siblings = [ids[i : i + 2] for i in range(0, len(ids), 2)] if smt else [[c] for c in ids]
         pinned = sorted(rng.sample(dedicated, rng.randrange(len(dedicated) + 1)))
         if smt and rng.random() < 0.5:  # nova pins whole cores on SMT hosts most of the time
             pinned = sorted({c for s in siblings for c in s if set(s) & set(pinned)})

@@ -263,13 +263,24 @@ def run(
     return report
 
 
+def _brief(case: dict[str, Any]) -> str:
+    """The minimal case without what never matters (uuids, cells, the seed)."""
+    c = copy.deepcopy(case)
+    c.pop("seed", None)
+    for h in c["hosts"]:
+        h.pop("uuid", None)
+        h.pop("cell", None)
+    c["request"].pop("instance_uuid", None)
+    return json.dumps(c)
+
+
 def format_finding(f: Finding) -> str:
     head = f"{'/'.join(f.key)} (seed {f.seed})"
     if f.explained is not None:
         return f"explained: {head}: {f.explained}"
     return (
         f"DIFFERENCE {head}\n  nova:       {json.dumps(f.nova)}\n"
-        f"  asyncsched: {json.dumps(f.ours)}\n  minimal case: {json.dumps(f.minimal)}"
+        f"  asyncsched: {json.dumps(f.ours)}\n  minimal case: {_brief(f.minimal)}"
     )
 
 
