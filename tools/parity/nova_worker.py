@@ -332,6 +332,13 @@ def _limits(h: Any, spec: Any) -> Any:
     )
 
 
+def _fitted(cell: Any) -> list[Any]:
+    """Host cell id, then the pinning as sorted [vCPU, pCPU] pairs (None: not pinned)."""
+    pinning = cell.cpu_pinning_raw if "cpu_pinning_raw" in cell else None
+    pairs = sorted([int(k), int(v)] for k, v in pinning.items()) if pinning else None
+    return [cell.id, pairs]
+
+
 def _numa(states: list[Any], spec: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if spec.numa_topology is None:
@@ -347,7 +354,7 @@ def _numa(states: list[Any], spec: Any) -> dict[str, Any]:
                 pci_requests=reqs or None,
                 pci_stats=h.pci_stats,
             )
-            out[h.nodename] = None if fit is None else [c.id for c in fit.cells]
+            out[h.nodename] = None if fit is None else [_fitted(c) for c in fit.cells]
         except Exception as exc:
             out[h.nodename] = _err(exc)
     return out

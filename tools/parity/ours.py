@@ -168,7 +168,16 @@ def _numa(states: list[HostState], spec: RequestSpec) -> dict[str, Any]:
                 pci_pools=s.pci_pools,
                 provider_mapping=None,
             )
-            out[s.nodename] = None if fit.fitted is None else [c.id for c in fit.fitted.cells]
+            out[s.nodename] = (
+                None
+                if fit.fitted is None
+                else [
+                    [c.id, sorted([k, v] for k, v in c.cpu_pinning.items()) or None]
+                    if c.cpu_pinning
+                    else [c.id, None]
+                    for c in fit.fitted.cells
+                ]
+            )
         except Exception as exc:
             out[s.nodename] = _err(exc)
     return out

@@ -123,6 +123,11 @@ def _reductions(case: dict[str, Any]) -> Iterator[dict[str, Any]]:
         c = copy.deepcopy(case)
         c["request"]["num_instances"] -= 1
         yield c
+    enabled = case["config"]["filter_scheduler"]["enabled_filters"]
+    for i in range(len(enabled) if len(enabled) > 1 else 0):
+        c = copy.deepcopy(case)
+        del c["config"]["filter_scheduler"]["enabled_filters"][i]
+        yield c
     if len(case["weighers"]) > 1:
         for i in range(len(case["weighers"])):
             c = copy.deepcopy(case)
@@ -195,8 +200,9 @@ class Finding:
     key: Key
     nova: Any
     ours: Any
-    minimal: dict[str, Any]
+    minimal: dict[str, Any]  # the shrunk case, or the case itself when not shrunk
     explained: str | None
+    shrunk: bool = False
 
 
 @dataclass
@@ -229,12 +235,14 @@ def run(
     *,
     worker: NovaWorker | None = None,
     log: Callable[[str], None] = lambda s: None,
+    per_key: int = 3,
 ) -> Report:
-    """Compare ``n_cases`` seeded cases; shrink one example per unexplained difference kind."""
+    """Compare ``n_cases`` seeded cases; shrink up to ``per_key`` unexplained examples per part
+    (one part can differ for several causes; the rest are counted, not shrunk)."""
     own = worker is None
     w = worker or NovaWorker()
     report = Report()
-    seen: set[Key] = set()
+    shrunk: dict[Key, int] = {}
     start = time.perf_counter()
     try:
         for seed in range(first_seed, first_seed + n_cases):
@@ -248,13 +256,13 @@ def run(
             report.compared += _size(nova)
             for key, (a, b) in differences(nova, mine).items():
                 reason = known.explain(case, key, a, b)
-                if reason is None and key not in seen:
-                    seen.add(key)
+                if reason is None and shrunk.get(key, 0) < per_key:
+                    shrunk[key] = shrunk.get(key, 0) + 1
                     minimal, (a, b) = shrink(w, case, key)
                     reason = known.explain(minimal, key, a, b)
-                    report.findings.append(Finding(seed, key, a, b, minimal, reason))
+                    report.findings.append(Finding(seed, key, a, b, minimal, reason, True))
                     log(format_finding(report.findings[-1]))
-                elif reason is not None:
+                else:
                     report.findings.append(Finding(seed, key, a, b, case, reason))
     finally:
         report.seconds = time.perf_counter() - start
@@ -284,6 +292,19 @@ def format_finding(f: Finding) -> str:
     )
 
 
+def summary(r: Report) -> str:
+    """Unexplained differences per part, then the figures."""
+    per: dict[str, int] = {}
+    for f in r.unexplained:
+        per["/".join(f.key)] = per.get("/".join(f.key), 0) + 1
+    lines = [f"unexplained x{n}: {k}" for k, n in sorted(per.items())]
+    lines.append(
+        f"{r.cases} cases ({r.invalid} refused by nova), {r.compared} answers compared, "
+        f"{len(r.findings)} differences ({len(r.unexplained)} unexplained) in {r.seconds:.1f} s"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -299,10 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             explained[f.explained] = explained.get(f.explained, 0) + 1
     for reason, count in sorted(explained.items()):
         print(f"explained x{count}: {reason}")
-    print(
-        f"{r.cases} cases ({r.invalid} refused by nova), {r.compared} answers compared, "
-        f"{len(r.unexplained)} unexplained differences, in {r.seconds:.1f} s"
-    )
+    print(summary(r))
     return 1 if r.unexplained else 0
 
 
