@@ -373,25 +373,32 @@ def _pci(states: list[Any], spec: Any) -> dict[str, Any]:
     return out
 
 
-def _sequence(case: dict[str, Any], states: list[Any], spec: Any) -> list[Any]:
-    """nova's _schedule loop without Placement: filter, weigh, take the best, consume."""
+def _sequence(case: dict[str, Any], states: list[Any], spec: Any) -> dict[str, Any]:
+    """nova's _schedule loop without Placement: filter, weigh, take the best, consume.
+
+    As in SchedulerManager._schedule, each instance starts from the previous one's weighed
+    list (so once-per-request filters keep their verdict). ``ties`` lists, per instance, the
+    hosts that shared the best weight (any of them is a right answer)."""
     handler = sched_filters.HostFilterHandler()
     filters = [FILTERS[n]() for n in CONF.filter_scheduler.enabled_filters]
     weighers = [WEIGHERS[n]() for n in case["weighers"]]
     whandler = sched_weights.HostWeightHandler()
     picks: list[Any] = []
-    for h in states:
+    ties: list[list[str]] = []
+    hosts = list(states)
+    for h in hosts:
         h.allocation_candidates = [{"mappings": {}}]
     for i in range(case["request"]["num_instances"]):
         uuid = f"0e0e0e0e-0000-4000-8000-{i:012d}"
         spec.instance_uuid = uuid
         try:
-            hosts = list(handler.get_filtered_objects(filters, states, spec, i) or [])
+            hosts = list(handler.get_filtered_objects(filters, hosts, spec, i) or [])
             if not hosts:
                 picks.append(None)
                 break
             weighed = whandler.get_weighed_objects(weighers, hosts, spec)
             best = weighed[0].obj
+            ties.append(sorted(w.obj.nodename for w in weighed if w.weight == weighed[0].weight))
             for h in hosts:
                 h.allocation_candidates = [{"mappings": {}}]
             best.consume_from_request(spec)
@@ -400,10 +407,11 @@ def _sequence(case: dict[str, Any], states: list[Any], spec: Any) -> list[Any]:
                 spec.instance_group.hosts.append(best.host)
                 spec.instance_group.members.append(uuid)
             picks.append(best.nodename)
+            hosts = [w.obj for w in weighed]
         except Exception as exc:
             picks.append(_err(exc))
             break
-    return picks
+    return {"picks": picks, "ties": ties}
 
 
 def answer(case: dict[str, Any]) -> dict[str, Any]:
@@ -412,19 +420,31 @@ def answer(case: dict[str, Any]) -> dict[str, Any]:
         spec = request_spec(case["request"])
     except Exception as exc:  # nova refuses the request itself (the API would): no case
         return {"invalid": f"{type(exc).__name__}: {exc}"}
-    states, rows = host_states(case)
+    rows = [
+        {"compute": db_row(h, i), "service": service_row(h, i)} for i, h in enumerate(case["hosts"])
+    ]
     spec_primitive = json.loads(json.dumps(spec.obj_to_primitive(), default=str))
     out: dict[str, Any] = {
         "rows": json.loads(json.dumps(rows, default=lambda d: d.isoformat())),
         "spec": spec_primitive,
-        "filters": _filters(states, spec),
-        "weighers": _weighers(case["weighers"], states, spec),
-        "numa": _numa(states, spec),
-        "pci": _pci(states, spec),
     }
+    try:
+        states, _ = host_states(case)
+    except Exception as exc:  # HostManager fails the same way: every request fails
+        out.update(load=_err(exc), filters={}, weighers={}, numa={}, pci={})
+        return out
+    out.update(
+        {
+            "filters": _filters(states, spec),
+            "weighers": _weighers(case["weighers"], states, spec),
+            "numa": _numa(states, spec),
+            "pci": _pci(states, spec),
+        }
+    )
     if case["request"].get("num_instances", 1) > 1:
         states, _ = host_states(case)  # fresh: the answers above must not see consumption
-        out["sequence"] = _sequence(case, states, request_spec(case["request"]))
+        seq = _sequence(case, states, request_spec(case["request"]))
+        out["sequence"], out["sequence_ties"] = seq["picks"], seq["ties"]
     return out
 
 

@@ -77,19 +77,23 @@ def differences(nova: dict[str, Any], mine: dict[str, Any]) -> dict[Key, tuple[A
             a, b = nova[part].get(name), mine[part].get(name)
             if not _same(a, b):
                 out[(part, name)] = (a, b)
-    for part in ("numa", "pci", "sequence"):
-        a, b = nova.get(part), mine.get(part)
+    for part in ("load", "numa", "pci", "sequence"):
+        a, b = nova.get(part, "ok" if part == "load" else None), mine.get(part)
         if not _same(a, b):
             out[(part,)] = (a, b)
     return out
 
 
-def diff_of(worker: NovaWorker, case: dict[str, Any], key: Key) -> tuple[Any, Any] | None:
-    """The difference at ``key`` for ``case``, or None when the sides agree (or nova refuses)."""
+def diff_of(
+    worker: NovaWorker, case: dict[str, Any], key: Key
+) -> tuple[tuple[Any, Any], dict[str, Any]] | None:
+    """(the difference at ``key``, nova's whole answer) for ``case``; None when the sides
+    agree there (or nova refuses the request)."""
     nova = worker.ask(case)
     if "invalid" in nova:
         return None
-    return differences(nova, ours.answer(case, nova)).get(key)
+    d = differences(nova, ours.answer(case, nova)).get(key)
+    return None if d is None else (d, nova)
 
 
 def _reductions(case: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -166,7 +170,7 @@ def _reductions(case: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def shrink(
     worker: NovaWorker, case: dict[str, Any], key: Key, budget: int = 400
-) -> tuple[dict[str, Any], tuple[Any, Any]]:
+) -> tuple[dict[str, Any], tuple[tuple[Any, Any], dict[str, Any]]]:
     """Greedy: keep any reduction that still differs at ``key``, until none does."""
     original = case
     if key[0] == "filters":  # only the filter in question
@@ -255,11 +259,11 @@ def run(
             mine = ours.answer(case, nova)
             report.compared += _size(nova)
             for key, (a, b) in differences(nova, mine).items():
-                reason = known.explain(case, key, a, b)
+                reason = known.explain(case, key, a, b, nova)
                 if reason is None and shrunk.get(key, 0) < per_key:
                     shrunk[key] = shrunk.get(key, 0) + 1
-                    minimal, (a, b) = shrink(w, case, key)
-                    reason = known.explain(minimal, key, a, b)
+                    minimal, ((a, b), shrunk_nova) = shrink(w, case, key)
+                    reason = known.explain(minimal, key, a, b, shrunk_nova)
                     report.findings.append(Finding(seed, key, a, b, minimal, reason, True))
                     log(format_finding(report.findings[-1]))
                 else:
