@@ -9,6 +9,7 @@ seed gives the same case on every machine (``random.Random`` only).
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import uuid
@@ -34,6 +35,14 @@ COMMON_FILTERS = (
     "ServerGroupAffinityFilter",
     "ServerGroupAntiAffinityFilter",
     "SimpleCIDRAffinityFilter",
+)
+#: nova 34's default enabled_filters.
+DEFAULT_FILTERS = (
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
 )
 #: ImagePropertiesWeigher is left out: nova's reads each instance's image from the database.
 WEIGHERS = (
@@ -353,9 +362,13 @@ def make_case(seed: int, n_hosts: int) -> dict[str, Any]:
     while len(hosts) < n_hosts:
         name = f"cmp{i:03d}"
         nodes = rng.choice([1, 1, 1, 2, 3])  # several nodes: an ironic-style service
+        alike = rng.random() < 0.6  # ironic nodes of one service are often identical
         for n in range(min(nodes, n_hosts - len(hosts))):
             node = name if nodes == 1 else f"{name}-n{n}"
-            hosts.append(_host(rng, name, node, cells[i % 2]))
+            h = _host(rng, name, node, cells[i % 2])
+            if alike and n:
+                h["row"] = copy.deepcopy(hosts[-1]["row"])
+            hosts.append(h)
         i += 1
     pool = [_uuid(rng) for _ in range(6)]
     for u in pool:
@@ -382,6 +395,12 @@ def make_case(seed: int, n_hosts: int) -> dict[str, Any]:
         "seed": seed,
         "config": _config(rng),
         "weighers": list(WEIGHERS),
+        # the multi-create runs nova's default filters (plus some): with all of them most
+        # random requests would find no host at all
+        "sequence_filters": [
+            *DEFAULT_FILTERS,
+            *rng.sample(["NUMATopologyFilter", "PciPassthroughFilter", "JsonFilter"], 1),
+        ],
         "hosts": hosts,
         "aggregates": aggs,
         "request": _request(rng, hosts, pool),

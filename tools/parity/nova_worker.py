@@ -380,7 +380,7 @@ def _sequence(case: dict[str, Any], states: list[Any], spec: Any) -> dict[str, A
     list (so once-per-request filters keep their verdict). ``ties`` lists, per instance, the
     hosts that shared the best weight (any of them is a right answer)."""
     handler = sched_filters.HostFilterHandler()
-    filters = [FILTERS[n]() for n in CONF.filter_scheduler.enabled_filters]
+    filters = [FILTERS[n]() for n in case["sequence_filters"]]
     weighers = [WEIGHERS[n]() for n in case["weighers"]]
     whandler = sched_weights.HostWeightHandler()
     picks: list[Any] = []

@@ -203,7 +203,9 @@ def _sequence(
     conf = dataclasses.replace(
         conf,
         filter_scheduler=dataclasses.replace(
-            conf.filter_scheduler, weight_classes=tuple(case["weighers"])
+            conf.filter_scheduler,
+            enabled_filters=tuple(case["sequence_filters"]),
+            weight_classes=tuple(case["weighers"]),
         ),
     )
     filters, weighers = load_filters(conf), load_weighers(conf)
@@ -211,7 +213,10 @@ def _sequence(
         if isinstance(f, ComputeFilter):
             f.clock = lambda: NOW
     eng = DecisionEngine(conf, filters, weighers, clock=lambda: NOW, rng=random.Random(0))
+    eng.set_aggregates({a.id: a for s in states for a in s.aggregates}.values())
     cache = HostStateCache(conf)
+    for s in states:  # what the cache's load indexes: the nodes of each compute service
+        cache._by_host.setdefault(s.host, {})[s.nodename] = s
     cands = [[{"mappings": {}}] for _ in states]
     req = eng.start(states, cands)
     picks: list[Any] = []

@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,10 +128,9 @@ def _reductions(case: dict[str, Any]) -> Iterator[dict[str, Any]]:
         c = copy.deepcopy(case)
         c["request"]["num_instances"] -= 1
         yield c
-    enabled = case["config"]["filter_scheduler"]["enabled_filters"]
-    for i in range(len(enabled) if len(enabled) > 1 else 0):
+    for i in range(len(case["sequence_filters"])):
         c = copy.deepcopy(case)
-        del c["config"]["filter_scheduler"]["enabled_filters"][i]
+        del c["sequence_filters"][i]
         yield c
     if len(case["weighers"]) > 1:
         for i in range(len(case["weighers"])):
@@ -286,6 +286,18 @@ def _brief(case: dict[str, Any]) -> str:
     return json.dumps(c)
 
 
+def complete(case: dict[str, Any]) -> dict[str, Any]:
+    """A printed minimal case made runnable again (uuids, cells and the seed filled in)."""
+    c = copy.deepcopy(case)
+    c.setdefault("seed", 0)
+    for i, h in enumerate(c["hosts"]):
+        h.setdefault("uuid", str(uuid.uuid5(uuid.NAMESPACE_OID, h["node"])))
+        h.setdefault("cell", f"0e0e0e0e-0000-4000-8000-c0000000000{i % 2}")
+    c["request"].setdefault("instance_uuid", "0e0e0e0e-0000-4000-8000-0000000000ff")
+    c.setdefault("sequence_filters", list(cases.DEFAULT_FILTERS))
+    return c
+
+
 def format_finding(f: Finding) -> str:
     head = f"{'/'.join(f.key)} (seed {f.seed})"
     if f.explained is not None:
@@ -311,12 +323,36 @@ def summary(r: Report) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import logging
+
+    logging.disable(logging.CRITICAL)  # asyncsched's own warnings are not findings
 
     p = argparse.ArgumentParser(prog="python -m tools.parity", description=__doc__)
     p.add_argument("--cases", type=int, default=300)
     p.add_argument("--hosts", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--case", help="re-run one (printed minimal) case from this JSON file")
     a = p.parse_args(argv)
+    if a.case:
+        with open(a.case) as f:
+            case = complete(json.load(f))
+        w = NovaWorker()
+        try:
+            nova = w.ask(case)
+            if "invalid" in nova:
+                print(f"nova refuses this request: {nova['invalid']}")
+                return 1
+            found = differences(nova, ours.answer(case, nova))
+        finally:
+            w.close()
+        for key, (n, o) in found.items():
+            why = known.explain(case, key, n, o, nova)
+            print(
+                f"{'/'.join(key)}: nova {json.dumps(n)}  asyncsched {json.dumps(o)}"
+                + (f"  (explained: {why})" if why else "")
+            )
+        print(f"{len(found)} differences")
+        return 1 if found else 0
     r = run(a.cases, a.hosts, a.seed, log=print)
     explained: dict[str, int] = {}
     for f in r.findings:
