@@ -15,6 +15,9 @@ from typing import Any
 from asyncsched.conf.options import Config
 from asyncsched.objects.codec import decode_request_spec
 from asyncsched.objects.models import Aggregate, NUMATopologyLimits, RequestSpec
+from asyncsched.resources.numa.consume import place_numa_pci
+from asyncsched.resources.numa.fit import numa_fit_instance_to_host
+from asyncsched.resources.pci.stats import pci_check_requests
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
@@ -24,9 +27,6 @@ from asyncsched.scheduling.loader import (
     load_filters,
     load_weighers,
 )
-from asyncsched.scheduling.numa.consume import place_numa_pci
-from asyncsched.scheduling.numa.fit import numa_fit_instance_to_host
-from asyncsched.scheduling.pci.stats import pci_check_requests
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState
 from asyncsched.state.rows import node_snapshot, resolve_ratios, service_info
@@ -215,8 +215,6 @@ def _sequence(
     eng = DecisionEngine(conf, filters, weighers, clock=lambda: NOW, rng=random.Random(0))
     eng.set_aggregates({a.id: a for s in states for a in s.aggregates}.values())
     cache = HostStateCache(conf)
-    for s in states:  # what the cache's load indexes: the nodes of each compute service
-        cache._by_host.setdefault(s.host, {})[s.nodename] = s
     cands = [[{"mappings": {}}] for _ in states]
     req = eng.start(states, cands)
     picks: list[Any] = []
