@@ -115,8 +115,25 @@ def _int_stat(stats: Mapping[str, str], key: str) -> int:
         return 0
 
 
+#: nova's MonitorMetricList.from_json scales these (reported as 0..1) to percent.
+PERCENT_METRICS = frozenset(
+    (
+        "cpu.user.percent",
+        "cpu.kernel.percent",
+        "cpu.idle.percent",
+        "cpu.iowait.percent",
+        "cpu.percent",
+    )
+)
+
+
 def parse_metrics(text: str | None) -> dict[str, float]:
-    """compute_nodes.metrics: a JSON list of MonitorMetric dicts -> {name: value}."""
+    """compute_nodes.metrics: a JSON list of MonitorMetric dicts -> {name: value}.
+
+    As nova's ``MonitorMetricList.from_json`` reads them: the percent metrics times 100, then
+    every value an integer (``MonitorMetric.value`` is an IntegerField: 0.57 -> 57, 2.7 -> 2).
+    Weighing the raw fractions ranks hosts differently from nova.
+    """
     if not text:
         return {}
     data = json.loads(text)
@@ -125,7 +142,10 @@ def parse_metrics(text: str | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in data:
         if isinstance(item, dict) and "name" in item and "value" in item:
-            out[str(item["name"])] = float(item["value"])
+            name, value = str(item["name"]), item["value"]
+            if name in PERCENT_METRICS:
+                value = float(value) * 100
+            out[name] = int(value)
     return out
 
 
