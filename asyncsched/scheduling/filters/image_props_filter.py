@@ -7,6 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from asyncsched.objects.models import ImageMetaProps, RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
 from asyncsched.state.host_state import HostState
@@ -47,10 +49,6 @@ def version_to_str(version: int) -> str:
     return ".".join(parts)
 
 
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
 _PRED = re.compile(r"^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
 _CMP = {
     "<": lambda a, b: a < b,
@@ -63,15 +61,18 @@ _CMP = {
 
 
 def version_satisfies(predicate: str, version: str) -> bool:
-    """oslo VersionPredicate: comma-separated ``op version`` terms, all must hold."""
-    have = _vtuple(version)
-    for term in predicate.split(","):
-        m = _PRED.match(term)
-        if m is None:
-            return False  # nova raises ValueError; an unparsable predicate matches nothing
-        if not _CMP[m.group(1)](have, _vtuple(m.group(2))):
-            return False
-    return True
+    """oslo VersionPredicate: comma-separated ``op version`` terms, all must hold, compared as
+    packaging Versions as oslo does (so 8.0.0 == 8, and 8.0.0 >= 8). An unparsable term or
+    version matches nothing (nova raises ValueError there and the request fails)."""
+    terms = [_PRED.match(term) for term in predicate.split(",")]
+    try:
+        have = Version(version)
+        wanted = [(m.group(1), Version(m.group(2))) for m in terms if m is not None]
+    except InvalidVersion:
+        return False
+    if len(wanted) != len(terms):
+        return False
+    return all(_CMP[op](have, v) for op, v in wanted)
 
 
 def _maxphysaddr_bits(cpu_info: str | None) -> Any:

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
+from asyncsched.scheduling.filters.image_props_filter import (
+    ImagePropertiesFilter,
+    version_satisfies,
+)
 from asyncsched.scheduling.filters.metrics_filter import MetricsFilter
 from asyncsched.scheduling.metrics_setting import parse_setting
 from asyncsched.scheduling.weighers.metrics import MetricsWeigher
@@ -23,3 +28,18 @@ def test_weight_setting_names_are_kept_as_written() -> None:
     other = host("h2", metrics={"cpu.percent": 10})
     weights = DecisionEngine(conf, [], [MetricsWeigher(conf)]).start([reporting, other])
     assert weights.weigh(spec()).tolist() == [0.0, 0.0]  # both "unavailable": no preference
+
+
+def test_version_predicates_compare_as_packaging_versions() -> None:
+    assert version_satisfies("== 8", "8.0.0")
+    assert version_satisfies(">= 8.0.0, < 9", "8.0.0")
+    assert not version_satisfies("> 8", "8.0.0")  # tuples made 8.0.0 > 8
+    assert version_satisfies("== 8.2", "8.2.0")
+    assert not version_satisfies("< 9.1", "9.1.0")
+    assert not version_satisfies(">= x.y", "8.0.0")  # nova raises; the host matches nothing
+    f = ImagePropertiesFilter(config())
+    image = ImageMeta(
+        id="i", properties=ImageMetaProps(hw_architecture="x86_64", img_hv_requested_version="<= 8")
+    )
+    h = host("h1", hypervisor_version=8000000, supported_instances=(("x86_64", "qemu", "hvm"),))
+    assert f.state_passes(h, spec(image=image)) is None
