@@ -22,7 +22,7 @@ from asyncsched.objects.host_resources import (
     parse_host_numa_topology,
     parse_pci_pools,
 )
-from asyncsched.objects.image_props import canonical_image_props
+from asyncsched.objects.image_props import canonical_hv_spec, canonical_image_props
 from asyncsched.state.host_state import ServiceInfo
 
 LOG = logging.getLogger(__name__)
@@ -150,7 +150,8 @@ def parse_metrics(text: str | None) -> dict[str, float]:
 
 
 def parse_supported_instances(text: str | None) -> tuple[tuple[str, str, str], ...]:
-    """compute_nodes.supported_instances: JSON list of [arch, hv_type, vm_mode]."""
+    """compute_nodes.supported_instances: JSON list of [arch, hv_type, vm_mode], each triple
+    canonicalised as nova's ``HVSpec.from_list`` does (its fields are enums)."""
     if not text:
         return ()
     data = json.loads(text)
@@ -159,7 +160,7 @@ def parse_supported_instances(text: str | None) -> tuple[tuple[str, str, str], .
     out = []
     for item in data:
         if isinstance(item, list | tuple) and len(item) == 3:
-            out.append((str(item[0]), str(item[1]), str(item[2])))
+            out.append(canonical_hv_spec(str(item[0]), str(item[1]), str(item[2])))
     return tuple(out)
 
 

@@ -9,35 +9,14 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from asyncsched.objects.image_props import canonical_enum
 from asyncsched.objects.models import ImageMetaProps, RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
 from asyncsched.state.host_state import HostState
 
 
-def canonical_arch(value: str | None) -> str | None:
-    """nova's Architecture.canonicalize (without raising on unknown names)."""
-    if value is None:
-        return None
-    v = value.lower()
-    if v in ("i386", "i486", "i586", "x86_32", "x86_32p"):
-        return "i686"
-    if v == "amd64":
-        return "x86_64"
-    return v
-
-
-def canonical_hv_type(value: str | None) -> str | None:
-    if value is None:
-        return None
-    v = value.lower()
-    return "xen" if v == "xapi" else v
-
-
-def canonical_vm_mode(value: str | None) -> str | None:
-    if value is None:
-        return None
-    v = value.lower()
-    return {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}.get(v, v)
+def _canonical(name: str, value: str | None) -> str | None:
+    return None if value is None else canonical_enum(name, value)
 
 
 def version_to_str(version: int) -> str:
@@ -98,9 +77,9 @@ class ImagePropertiesFilter(BaseHostFilter):
     def _checked(self, props: ImageMetaProps) -> tuple[str | None, str | None, str | None]:
         default_arch = self.config.filter_scheduler.image_properties_default_architecture
         return (
-            canonical_arch(props.get("hw_architecture", default_arch)),
-            canonical_hv_type(props.get("img_hv_type")),
-            canonical_vm_mode(props.get("hw_vm_mode")),
+            _canonical("hw_architecture", props.get("hw_architecture", default_arch)),
+            _canonical("img_hv_type", props.get("img_hv_type")),
+            _canonical("hw_vm_mode", props.get("hw_vm_mode")),
         )
 
     def is_active(self, spec: RequestSpec) -> bool:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 
+from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
+from asyncsched.scheduling.filters.image_props_filter import ImagePropertiesFilter
 from asyncsched.scheduling.weighers.metrics import MetricsWeigher
-from asyncsched.state.rows import parse_metrics
+from asyncsched.state.rows import parse_metrics, parse_supported_instances
 from tests.unit.scheduling.sched_helpers import config, host, spec
 
 
@@ -34,3 +36,15 @@ def test_metrics_weigher_ranks_as_nova_with_percent_metrics() -> None:
     # raw fractions would give busy 10.9 < fast 50.1; nova weighs 90 + 10 > 10 + 50
     weights = DecisionEngine(conf, [], [MetricsWeigher(conf)]).start([busy, fast]).weigh(spec())
     assert weights.tolist() == [1.0, 0.0]
+
+
+def test_supported_instances_are_canonicalised_as_hvspec_fields() -> None:
+    read = parse_supported_instances(
+        '[["X86_64", "QEMU", "HVM"], ["i386", "kvm", "hv"], ["x86_64", "xapi", "xen"]]'
+    )
+    assert read == (("x86_64", "qemu", "hvm"), ("i686", "kvm", "hvm"), ("x86_64", "xen", "xen"))
+    f = ImagePropertiesFilter(config())
+    h = host("h1", supported_instances=read)
+    for arch in ("x86_64", "i686"):
+        image = ImageMeta(id="i", properties=ImageMetaProps(hw_architecture=arch))
+        assert f.state_passes(h, spec(image=image)) is None
