@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
+
 from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.image_props_filter import (
     ImagePropertiesFilter,
     version_satisfies,
 )
+from asyncsched.scheduling.filters.json_filter import JsonFilter
 from asyncsched.scheduling.filters.metrics_filter import MetricsFilter
 from asyncsched.scheduling.metrics_setting import parse_setting
 from asyncsched.scheduling.weighers.metrics import MetricsWeigher
@@ -43,3 +46,18 @@ def test_version_predicates_compare_as_packaging_versions() -> None:
     )
     h = host("h1", hypervisor_version=8000000, supported_instances=(("x86_64", "qemu", "hvm"),))
     assert f.state_passes(h, spec(image=image)) is None
+
+
+def test_json_filter_host_ip_is_an_address_not_a_string() -> None:
+    f = JsonFilter(config())
+    h = host("h1", host_ip="10.1.2.8")
+
+    def passes(query: list[object]) -> bool:
+        s = spec(scheduler_hints={"query": (json.dumps(query),)})
+        return f.state_passes(h, s) is None
+
+    assert not passes(["=", "$host_ip", "10.1.2.8"])  # an IPAddress never equals a string
+    assert not passes(["in", "$host_ip", "10.1.2.8"])
+    assert not passes([">=", "$host_ip", "10.0.0.1"])  # nova raises TypeError; the host fails
+    assert passes(["=", "$host_ip", "$host_ip"])
+    assert passes(["=", "$host", "h1"])  # other attributes still compare as strings
