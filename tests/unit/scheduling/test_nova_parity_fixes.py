@@ -7,6 +7,7 @@ import json
 
 from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
+from asyncsched.scheduling.filters.compute_capabilities_filter import ComputeCapabilitiesFilter
 from asyncsched.scheduling.filters.image_props_filter import (
     ImagePropertiesFilter,
     version_satisfies,
@@ -61,3 +62,18 @@ def test_json_filter_host_ip_is_an_address_not_a_string() -> None:
     assert not passes([">=", "$host_ip", "10.0.0.1"])  # nova raises TypeError; the host fails
     assert passes(["=", "$host_ip", "$host_ip"])
     assert passes(["=", "$host", "h1"])  # other attributes still compare as strings
+
+
+def test_compute_capabilities_bare_keys_are_nova_host_state_attributes() -> None:
+    f = ComputeCapabilitiesFilter(config())
+    h = host("h1", stats={"ssd": "true"}, pci_pools=(), compute_node_id=7)
+
+    def passes(**extra_specs: str) -> bool:
+        return f.state_passes(h, spec(extra_specs=extra_specs)) is None
+
+    assert passes(limits="{}")  # nova's HostState.limits, still empty at this filter
+    assert not passes(pci_stats="<in> 8086")  # a PciDeviceStats object: no string matches it
+    assert passes(compute_node_id="1")  # not an attribute of nova's HostState: ignored
+    assert passes(ssd="true") and not passes(ssd="false")  # stats
+    assert passes(free_ram_mb=">= 1024") and not passes(free_ram_mb=">= 100000")
+    assert passes(key="anything")  # our property, not nova's: ignored
