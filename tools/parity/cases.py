@@ -343,6 +343,7 @@ def _config(rng: random.Random) -> dict[str, dict[str, Any]]:
         "aggregate_image_properties_isolation_namespace": None,
     }
     return {
+        "compute": {"packing_host_numa_cells_allocation_strategy": rng.random() < 0.5},
         "filter_scheduler": fs,
         "metrics": {
             "weight_setting": setting,

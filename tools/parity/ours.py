@@ -149,7 +149,7 @@ def _limits(s: HostState, spec: RequestSpec) -> NUMATopologyLimits:
     )
 
 
-def _numa(states: list[HostState], spec: RequestSpec) -> dict[str, Any]:
+def _numa(conf: Config, states: list[HostState], spec: RequestSpec) -> dict[str, Any]:
     requested = spec.numa_topology
     if requested is None:
         return {}
@@ -167,6 +167,7 @@ def _numa(states: list[HostState], spec: RequestSpec) -> dict[str, Any]:
                 pci_requests=reqs,
                 pci_pools=s.pci_pools,
                 provider_mapping=None,
+                pack=conf.compute.packing_host_numa_cells_allocation_strategy,
             )
             out[s.nodename] = (
                 None
@@ -233,6 +234,7 @@ def _sequence(
                 spec,
                 limits=limits if isinstance(limits, NUMATopologyLimits) else None,
                 provider_mapping={},
+                pack=conf.compute.packing_host_numa_cells_allocation_strategy,
             )
             cache.consume_locked(h, spec, uuid, placed=placed)
             for other in states:
@@ -265,7 +267,7 @@ def answer(case: dict[str, Any], nova: dict[str, Any]) -> dict[str, Any]:
         "load": "ok",
         "filters": _filters(conf, states, spec),
         "weighers": _weighers(case, conf, states, spec),
-        "numa": _numa(states, spec),
+        "numa": _numa(conf, states, spec),
         "pci": _pci(states, spec),
     }
     if case["request"].get("num_instances", 1) > 1:

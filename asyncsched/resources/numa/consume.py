@@ -35,6 +35,7 @@ def consume_numa_pci(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool = False,
 ) -> tuple[HostNUMATopology | None, tuple[PciDevicePool, ...] | None, InstanceNUMATopology | None]:
     """Fit once more on the live state and record the usage on ``host``.
 
@@ -44,7 +45,7 @@ def consume_numa_pci(
     as it was for that part). ``provider_mapping`` is the claimed candidate's ``mappings``.
     The fitted guest topology carries the pinning (nova stores it back into the RequestSpec).
     """
-    placed = place_numa_pci(host, spec, limits=limits, provider_mapping=provider_mapping)
+    placed = place_numa_pci(host, spec, limits=limits, provider_mapping=provider_mapping, pack=pack)
     if placed is None:
         return None, None, None
     return placed.numa_after, placed.pci_after, placed.fitted
@@ -56,16 +57,18 @@ def place_numa_pci(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool = False,
 ) -> PlacedNumaPci | None:
     """``consume_numa_pci``, returning what was placed for the cache's assumption.
 
     The caller must hold ``host.lock``; ``host.numa_topology``/``pci_pools`` are updated as
     by ``consume_numa_pci``. None when nothing NUMA/PCI was placed (no such request, it no
     longer fits, or a bug, which is logged: the claim already succeeded in Placement).
-    Pass the result to ``HostStateCache.consume_locked(..., placed=...)``.
+    Pass the result to ``HostStateCache.consume_locked(..., placed=...)``. ``pack`` is
+    ``[compute] packing_host_numa_cells_allocation_strategy``, as for the filter's fit.
     """
     try:
-        placed = _consume(host, spec, limits=limits, provider_mapping=provider_mapping)
+        placed = _consume(host, spec, limits=limits, provider_mapping=provider_mapping, pack=pack)
     except Exception:  # the claim already succeeded in Placement: never lose the request
         LOG.exception(
             "recording NUMA/PCI usage of instance %s on %s failed",
@@ -82,6 +85,7 @@ def _consume(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool,
 ) -> PlacedNumaPci:
     requests = tuple(spec.pci_requests.requests) if spec.pci_requests is not None else ()
     host_topo = host.numa_topology
@@ -99,6 +103,7 @@ def _consume(
             pci_requests=requests,
             pci_pools=host.pci_pools,
             provider_mapping=provider_mapping,
+            pack=pack,
         )
         if result.fitted is None:
             LOG.warning(
@@ -149,6 +154,7 @@ def _consume(
         ),
         requested=spec.numa_topology,
         limits=limits,
+        pack=pack,
         numa_before=host_topo,
         pci_before=pools_before,
         numa_after=new_topo,
@@ -246,6 +252,7 @@ def _reapply(
                     pci_requests=placed.pci_requests,
                     pci_pools=pools,
                     provider_mapping=placed.provider_mapping,
+                    pack=placed.pack,
                 )
                 if result.fitted is not None:
                     fitted, why, refitted = result.fitted, None, True

@@ -3,11 +3,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, NUMAPagesTopology
-from asyncsched.objects.models import InstanceNUMACell, InstanceNUMATopology, NUMATopologyLimits
+from asyncsched.objects.models import (
+    Flavor,
+    InstanceNUMACell,
+    InstanceNUMATopology,
+    NUMATopologyLimits,
+    RequestSpec,
+)
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.resources.numa.fit import numa_fit_instance_to_host
+from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.filters.numa_topology import NUMATopologyFilter
+from asyncsched.state.host_state import HostState
+from tests.unit.scheduling.sched_helpers import config
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 
@@ -72,3 +85,30 @@ def test_empty_pinning_still_fails_where_nova_fails(
 ) -> None:
     result = numa_fit_instance_to_host(HOST, _mixed(mask, thread, emulator), limits=LIMITS)
     assert result.fitted is None
+
+
+def test_packing_strategy_option_picks_the_most_used_cell() -> None:
+    used = replace(HOST.cells[1], memory_usage=2048, cpu_usage=1)
+    host = HostNUMATopology(cells=(HOST.cells[0], used))
+    guest = InstanceNUMATopology(
+        cells=(InstanceNUMACell(id=0, cpuset=frozenset({0}), memory=256, cpu_policy="shared"),)
+    )
+    spread = numa_fit_instance_to_host(host, guest, limits=LIMITS)
+    packed = numa_fit_instance_to_host(host, guest, limits=LIMITS, pack=True)
+    assert spread.fitted is not None and packed.fitted is not None
+    assert (spread.fitted.cells[0].id, packed.fitted.cells[0].id) == (0, 1)
+    # the filter and the consume read [compute] packing_host_numa_cells_allocation_strategy
+    for pack, cell in ((False, 0), (True, 1)):
+        conf = config(compute={"packing_host_numa_cells_allocation_strategy": pack})
+        state = HostState(uuid="u", host="h", nodename="h", cell_uuid="c", numa_topology=host)
+        s = RequestSpec(flavor=Flavor(memory_mb=256, vcpus=1), numa_topology=guest)
+        assert NUMATopologyFilter(conf).host_passes(HostCandidate(state), s) is None
+        placed = place_numa_pci(
+            state,
+            s,
+            limits=LIMITS,
+            provider_mapping=None,
+            pack=conf.compute.packing_host_numa_cells_allocation_strategy,
+        )
+        assert placed is not None and placed.fitted is not None and placed.pack is pack
+        assert placed.fitted.cells[0].id == cell
