@@ -216,6 +216,8 @@ def _sequence(
     eng = DecisionEngine(conf, filters, weighers, clock=lambda: NOW, rng=random.Random(0))
     eng.set_aggregates({a.id: a for s in states for a in s.aggregates}.values())
     cache = HostStateCache(conf)
+    for s in states:  # what the cache's load indexes: the nodes of each compute service
+        cache._table.by_host.setdefault(s.host, {})[s.nodename] = s
     cands = [[{"mappings": {}}] for _ in states]
     req = eng.start(states, cands)
     picks: list[Any] = []
