@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import (
     InstanceNUMATopology,
     InstancePCIRequest,
@@ -176,18 +176,50 @@ class Reapplied:
     refitted: bool = False  # the old pinning no longer fit and the request was fitted again
 
 
-def numa_usage_conflict(host: HostNUMATopology, fitted: InstanceNUMATopology) -> str | None:
+def _free_small_mib(cell: HostNUMACell) -> int:
+    if not cell.mempages:
+        return cell.avail_memory
+    smallest = min(cell.mempages, key=lambda p: p.size_kb)
+    return smallest.free * smallest.size_kb // 1024
+
+
+def numa_usage_conflict(
+    host: HostNUMATopology,
+    fitted: InstanceNUMATopology,
+    limits: NUMATopologyLimits | None = None,
+) -> str | None:
     """Why ``fitted`` cannot be added to ``host`` as it is, or None.
 
     A pinned CPU that is not a dedicated CPU of its cell or is pinned already, a host cell
-    that is gone, or too few free pages of an explicit page size. Memory overcommit is not
-    checked: the claim was accepted by Placement and the limits may have changed since.
+    that is gone, too few free pages of an explicit page size, memory a pinned guest would
+    overcommit, or (with the ``limits`` it was fitted under) shared CPUs or memory past the
+    overcommit limits nova's fit enforces: fresh usage from the database can leave no room
+    where there was some, and then the guest is fitted afresh like a taken pinning.
     """
     cells = {c.id: c for c in host.cells}
     for ic in fitted.cells:
         cell = cells.get(ic.id)
         if cell is None:
             return f"host NUMA cell {ic.id} is gone"
+        if ic.cpu_policy in _PINNED and not (ic.pagesize and ic.pagesize > 0):
+            # pinned guests never overcommit memory (nova's fit: the free small pages, or
+            # the available memory of a cell that reports no pages)
+            free = _free_small_mib(cell)
+            if free < ic.memory:
+                return f"cell {cell.id} has {free} MiB free for a pinned guest, {ic.memory} needed"
+        if limits is not None and ic.cpu_policy != "dedicated":
+            ram_limit = cell.memory * limits.ram_allocation_ratio
+            if cell.memory_usage + ic.memory > ram_limit:
+                return (
+                    f"cell {cell.id} memory usage would be {cell.memory_usage + ic.memory} "
+                    f"MiB, limit {ram_limit:g} MiB"
+                )
+            cpu_limit = len(cell.cpuset) * limits.cpu_allocation_ratio
+            if cell.cpu_usage + len(ic.cpuset) > cpu_limit:
+                return (
+                    f"cell {cell.id} shared CPU usage would be "
+                    f"{cell.cpu_usage + len(ic.cpuset)}, limit {cpu_limit:g}"
+                )
         if ic.cpu_policy in _PINNED:
             cpus = frozenset(ic.cpu_pinning.values()) if ic.cpu_pinning else frozenset()
             if ic.cpuset_reserved:
@@ -242,7 +274,7 @@ def _reapply(
     if fitted is not None:
         why = "the host reports no NUMA topology" if topo is None else None
         if topo is not None:
-            why = numa_usage_conflict(topo, fitted)
+            why = numa_usage_conflict(topo, fitted, placed.limits)
             req = placed.requested
             if why is not None and req is not None and req.cells:
                 result = numa_fit_instance_to_host(
