@@ -18,7 +18,10 @@ from typing import Any
 COMMON_FILTERS = (
     "AggregateImagePropertiesIsolation",
     "AggregateInstanceExtraSpecsFilter",
+    "AggregateIoOpsFilter",
     "AggregateMultiTenancyIsolation",
+    "AggregateNumInstancesFilter",
+    "AggregateTypeAffinityFilter",
     "AllHostsFilter",
     "ComputeCapabilitiesFilter",
     "ComputeFilter",
@@ -386,6 +389,9 @@ def make_case(seed: int, n_hosts: int) -> dict[str, Any]:
                 {"hw_architecture": "x86_64"},
                 {"ram_weight_multiplier": "2.0"},
                 {"metrics_weight_multiplier": "-1.0"},
+                {"max_io_ops_per_host": "4"},
+                {"max_instances_per_host": rng.choice(["10", "x"])},
+                {"instance_type": rng.choice(["m1", "m1,m2", "other"])},
             ]
         )
         members = sorted({h["host"] for h in hosts if rng.random() < 0.4})

@@ -75,6 +75,30 @@ def _tie(key: tuple[str, ...], nova: Any, mine: Any, full: dict[str, Any]) -> bo
     return False
 
 
+def _pci_not_consumed(
+    case: dict[str, Any], key: tuple[str, ...], nova: Any, mine: Any, full: dict[str, Any]
+) -> bool:
+    """nova picked again a node without NUMA topology whose PCI devices its consume failed to
+    count: with a NUMA request, consume_from_request applies the PCI requests against the
+    unfitted guest cells, the NUMA policy fails, and set_update_time_on_success swallows it."""
+    if key != ("sequence",) or not isinstance(mine, list) or not case["request"]["pci_requests"]:
+        return False
+    spec = full.get("spec", {}).get("nova_object.data", {})
+    if spec.get("numa_topology") is None:
+        return False
+    nodes = {h["node"]: h for h in case["hosts"]}
+    for i, (a, b) in enumerate(zip(nova, mine, strict=False)):
+        if a != b:
+            h = nodes.get(a) if isinstance(a, str) else None
+            return (
+                h is not None
+                and h["row"].get("numa") is None
+                and bool(h["row"].get("pci_pools"))
+                and a in nova[:i]
+            )
+    return False
+
+
 RULES: list[tuple[str, Check]] = [
     (
         "nova's JsonFilter raises TypeError when a query orders $host_ip (a netaddr.IPAddress) "
@@ -90,6 +114,13 @@ RULES: list[tuple[str, Check]] = [
         "nova cannot load a compute node whose supported_instances is NULL (every request "
         "fails); asyncsched treats it as supporting nothing",
         lambda case, key, nova, mine, full: _null_supported_instances(case, key, nova),
+    ),
+    (
+        "nova does not count the PCI devices of an instance with a NUMA request placed on a "
+        "host without NUMA topology (its consume applies them to the unfitted guest cells, "
+        "fails and swallows the error), so it may place the next instance on the same devices; "
+        "asyncsched counts them",
+        _pci_not_consumed,
     ),
     (
         "hosts tied at the best weight: asyncsched carries the host list to the next instance "
