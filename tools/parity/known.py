@@ -75,27 +75,29 @@ def _tie(key: tuple[str, ...], nova: Any, mine: Any, full: dict[str, Any]) -> bo
     return False
 
 
-def _pci_not_consumed(
+def _consume_cut_short(
     case: dict[str, Any], key: tuple[str, ...], nova: Any, mine: Any, full: dict[str, Any]
 ) -> bool:
-    """nova picked again a node without NUMA topology whose PCI devices its consume failed to
-    count: with a NUMA request, consume_from_request applies the PCI requests against the
-    unfitted guest cells, the NUMA policy fails, and set_update_time_on_success swallows it."""
+    """Before the first differing pick, nova picked a node whose PCI step of
+    consume_from_request raises: the node cannot give the devices, or (with a NUMA request) it
+    has no NUMA topology, so nova applies them to the unfitted guest cells. The decorator
+    set_update_time_on_success swallows the error, leaving the devices and the I/O operation
+    uncounted on that node."""
     if key != ("sequence",) or not isinstance(mine, list) or not case["request"]["pci_requests"]:
         return False
-    spec = full.get("spec", {}).get("nova_object.data", {})
-    if spec.get("numa_topology") is None:
-        return False
+    numa_request = full.get("spec", {}).get("nova_object.data", {}).get("numa_topology")
+    supports = full.get("pci", {})
     nodes = {h["node"]: h for h in case["hosts"]}
     for i, (a, b) in enumerate(zip(nova, mine, strict=False)):
-        if a != b:
-            h = nodes.get(a) if isinstance(a, str) else None
-            return (
-                h is not None
-                and h["row"].get("numa") is None
-                and bool(h["row"].get("pci_pools"))
-                and a in nova[:i]
-            )
+        if a == b:
+            continue
+        for earlier in {x for x in nova[:i] if isinstance(x, str)}:
+            h = nodes[earlier]
+            if supports.get(earlier) is False or (
+                numa_request is not None and h["row"].get("numa") is None
+            ):
+                return True
+        return False
     return False
 
 
@@ -116,11 +118,11 @@ RULES: list[tuple[str, Check]] = [
         lambda case, key, nova, mine, full: _null_supported_instances(case, key, nova),
     ),
     (
-        "nova does not count the PCI devices of an instance with a NUMA request placed on a "
-        "host without NUMA topology (its consume applies them to the unfitted guest cells, "
-        "fails and swallows the error), so it may place the next instance on the same devices; "
-        "asyncsched counts them",
-        _pci_not_consumed,
+        "nova's consume stops at the PCI step on a node that cannot give the devices (or has "
+        "no NUMA topology for a NUMA request) and swallows the error: that node's devices and "
+        "I/O operation go uncounted for the next instance of the batch; asyncsched counts what "
+        "it can",
+        _consume_cut_short,
     ),
     (
         "hosts tied at the best weight: asyncsched carries the host list to the next instance "
