@@ -15,6 +15,8 @@ import random
 import uuid
 from typing import Any
 
+from asyncsched.conf.options import DEFAULT_FILTERS  # nova 34's default enabled_filters
+
 COMMON_FILTERS = (
     "AggregateImagePropertiesIsolation",
     "AggregateInstanceExtraSpecsFilter",
@@ -38,14 +40,6 @@ COMMON_FILTERS = (
     "ServerGroupAffinityFilter",
     "ServerGroupAntiAffinityFilter",
     "SimpleCIDRAffinityFilter",
-)
-#: nova 34's default enabled_filters.
-DEFAULT_FILTERS = (
-    "ComputeFilter",
-    "ComputeCapabilitiesFilter",
-    "ImagePropertiesFilter",
-    "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter",
 )
 #: ImagePropertiesWeigher is left out: nova's reads each instance's image from the database.
 WEIGHERS = (
