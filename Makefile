@@ -2,7 +2,7 @@
 #   make demo   local stack (RabbitMQ, PostgreSQL, real Placement) + seeded demo cloud +
 #               asyncsched + a batch boot through the real oslo.messaging client
 #   make test   the whole test suite (ruff, mypy, pytest), as CI runs it
-.PHONY: demo test lint unit bench sample
+.PHONY: demo test lint unit bench sample parity
 
 VENV := .venv/bin
 
@@ -30,6 +30,12 @@ unit: bootstrap
 
 bench: bootstrap services
 	$(VENV)/python -m bench
+
+# Differential run against upstream nova 34 (installed into .venv-nova by tools/nova_venv.sh);
+# tests/parity runs the same at CI size.
+parity: bootstrap
+	tools/nova_venv.sh
+	$(VENV)/python -m tools.parity.run --cases 2000 --hosts 12
 
 sample: bootstrap
 	$(VENV)/asyncsched generate-sample > config/asyncsched.conf.sample

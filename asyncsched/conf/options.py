@@ -273,6 +273,17 @@ class MetricsOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class ComputeOptions:
+    """``[compute]``: the one option of nova-compute's section the NUMA fit reads."""
+
+    packing_host_numa_cells_allocation_strategy: bool = opt(
+        False,
+        "Fit guest NUMA cells onto the most used host cells first (pack) instead of the ones "
+        "with the most free resources (spread).",
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class WorkaroundsOptions:
     """``[workarounds]``."""
 
@@ -432,6 +443,7 @@ SECTIONS: dict[str, str] = {
     "scheduler": "scheduler",
     "filter_scheduler": "filter_scheduler",
     "metrics": "metrics",
+    "compute": "compute",
     "workarounds": "workarounds",
     "oslo_messaging_rabbit": "oslo_messaging_rabbit",
     "asyncsched": "asyncsched",
@@ -449,6 +461,7 @@ class Config:
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     filter_scheduler: FilterSchedulerOptions = field(default_factory=FilterSchedulerOptions)
     metrics: MetricsOptions = field(default_factory=MetricsOptions)
+    compute: ComputeOptions = field(default_factory=ComputeOptions)
     workarounds: WorkaroundsOptions = field(default_factory=WorkaroundsOptions)
     oslo_messaging_rabbit: OsloMessagingRabbitOptions = field(
         default_factory=OsloMessagingRabbitOptions

@@ -210,8 +210,9 @@ _VIF_LEGACY = {
 }
 
 
-def _canonical_str(name: str, value: str) -> str:
-    """The enum fields whose coerce() rewrites the value (nova.objects.fields)."""
+def canonical_enum(name: str, value: str) -> str:
+    """The enum fields whose coerce() rewrites the value (nova.objects.fields); unknown values
+    are kept lower-cased where nova would raise."""
     v = value.lower()
     if name in ("hw_architecture", "hw_emulation_architecture"):
         if v in ("i386", "i486", "i586", "x86_32", "x86_32p"):
@@ -226,6 +227,16 @@ def _canonical_str(name: str, value: str) -> str:
     if name == "hw_vif_model":
         return _VIF_LEGACY.get(v, v)
     return v  # os_type
+
+
+def canonical_hv_spec(arch: str, hv_type: str, vm_mode: str) -> tuple[str, str, str]:
+    """A ``supported_instances`` triple as nova's HVSpec holds it: its fields are the image
+    properties' enums, so ["X86_64", "QEMU", "HV"] is ("x86_64", "qemu", "hvm")."""
+    return (
+        canonical_enum("hw_architecture", arch),
+        canonical_enum("img_hv_type", hv_type),
+        canonical_enum("hw_vm_mode", vm_mode),
+    )
 
 
 def _set_str(cpus: Iterable[int]) -> str:
@@ -248,7 +259,7 @@ def image_prop_str(name: str, value: Any) -> str | None:
         if name in _INT_PROPS:
             return str(int(value))
         if name in _CANONICAL_PROPS:
-            return _canonical_str(name, str(value))
+            return canonical_enum(name, str(value))
         if name == "traits_required":
             traits = [value] if isinstance(value, str) else list(value)
             return str(sorted(str(t) for t in traits))

@@ -104,6 +104,7 @@ class _Request:
                         spec,
                         limits=limits if isinstance(limits, NUMATopologyLimits) else None,
                         provider_mapping=alloc.get("mappings") if alloc else None,
+                        pack=self.mgr.config.compute.packing_host_numa_cells_allocation_strategy,
                     )
                 except Exception:  # nova: consume errors are logged and swallowed
                     LOG.exception("NUMA/PCI consume failed on %s", host.nodename)

@@ -70,12 +70,14 @@ def rebase(
     metrics: dict[str, int],
     touch: bool = True,
     confirm: bool = True,
+    sibling_pending: Collection[str] = (),
 ) -> None:
     """DB snapshot + pending assumptions -> host fields (caller holds ``hs.lock``).
 
     ``confirm``: this follows a read of compute_nodes, so an assumed instance now listed on
     the host is counted in the row and its assumption goes. ``image_props`` None: not
-    wanted (the host's image-property extras are dropped)."""
+    wanted (the host's image-property extras are dropped). ``sibling_pending``: instances
+    pending on the other nodes of this compute service, which nova counts on every node."""
     ttl = config.asyncsched.assumed_ttl
     for a in list(hs.assumed.values()):
         if confirm and a.instance_uuid in base_insts:
@@ -116,6 +118,7 @@ def rebase(
     hs.aggregates = aggregates
     hs.service = service
     hs.instances = set(base_insts)
+    hs.instances.update(sibling_pending)
     if hs.assumed:
         for a in sorted(hs.assumed.values(), key=lambda a: a.created):
             apply_scalars(hs, a)

@@ -330,6 +330,7 @@ class HostStateCache:
             rebase_host=self._table.rebase_host,
             metrics=self.metrics,
         )
+        self._table.share_instance(host, instance_uuid)
 
     async def release(self, host: HostState, instance_uuid: str) -> None:
         """The claim failed (or was rolled back): undo that consumption at once."""
@@ -343,6 +344,7 @@ class HostStateCache:
         assumptions.release(
             host, (instance_uuid,), rebase_host=self._table.rebase_host, metrics=self.metrics
         )
+        self._table.unshare_instances(host, (instance_uuid,))
 
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
         """``release`` of many (host, instance) pairs, each host rebuilt once: linear in the
@@ -357,6 +359,7 @@ class HostStateCache:
                     assumptions.release(
                         host, uuids, rebase_host=self._table.rebase_host, metrics=self.metrics
                     )
+                self._table.unshare_instances(host, uuids)
             except Exception:
                 LOG.exception("release failed on %s", host.nodename)
 

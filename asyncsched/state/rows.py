@@ -22,7 +22,7 @@ from asyncsched.objects.host_resources import (
     parse_host_numa_topology,
     parse_pci_pools,
 )
-from asyncsched.objects.image_props import canonical_image_props
+from asyncsched.objects.image_props import canonical_hv_spec, canonical_image_props
 from asyncsched.state.host_state import ServiceInfo
 
 LOG = logging.getLogger(__name__)
@@ -115,8 +115,25 @@ def _int_stat(stats: Mapping[str, str], key: str) -> int:
         return 0
 
 
+#: nova's MonitorMetricList.from_json scales these (reported as 0..1) to percent.
+PERCENT_METRICS = frozenset(
+    (
+        "cpu.user.percent",
+        "cpu.kernel.percent",
+        "cpu.idle.percent",
+        "cpu.iowait.percent",
+        "cpu.percent",
+    )
+)
+
+
 def parse_metrics(text: str | None) -> dict[str, float]:
-    """compute_nodes.metrics: a JSON list of MonitorMetric dicts -> {name: value}."""
+    """compute_nodes.metrics: a JSON list of MonitorMetric dicts -> {name: value}.
+
+    As nova's ``MonitorMetricList.from_json`` reads them: the percent metrics times 100, then
+    every value an integer (``MonitorMetric.value`` is an IntegerField: 0.57 -> 57, 2.7 -> 2).
+    Weighing the raw fractions ranks hosts differently from nova.
+    """
     if not text:
         return {}
     data = json.loads(text)
@@ -125,12 +142,16 @@ def parse_metrics(text: str | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in data:
         if isinstance(item, dict) and "name" in item and "value" in item:
-            out[str(item["name"])] = float(item["value"])
+            name, value = str(item["name"]), item["value"]
+            if name in PERCENT_METRICS:
+                value = float(value) * 100
+            out[name] = int(value)
     return out
 
 
 def parse_supported_instances(text: str | None) -> tuple[tuple[str, str, str], ...]:
-    """compute_nodes.supported_instances: JSON list of [arch, hv_type, vm_mode]."""
+    """compute_nodes.supported_instances: JSON list of [arch, hv_type, vm_mode], each triple
+    canonicalised as nova's ``HVSpec.from_list`` does (its fields are enums)."""
     if not text:
         return ()
     data = json.loads(text)
@@ -139,7 +160,7 @@ def parse_supported_instances(text: str | None) -> tuple[tuple[str, str, str], .
     out = []
     for item in data:
         if isinstance(item, list | tuple) and len(item) == 3:
-            out.append((str(item[0]), str(item[1]), str(item[2])))
+            out.append(canonical_hv_spec(str(item[0]), str(item[1]), str(item[2])))
     return tuple(out)
 
 

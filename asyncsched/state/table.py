@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -237,7 +237,35 @@ class HostTable:
             metrics=live.metrics,
             touch=touch,
             confirm=confirm,
+            sibling_pending=[u for sib in self.siblings(hs) for u in sib.assumed],
         )
+
+    def siblings(self, hs: HostState) -> list[HostState]:
+        """The other nodes of ``hs``'s compute service (ironic style: one service, many
+        nodes). nova's HostManager gives all nodes of a host one shared instances dict, so an
+        instance on one node counts on each of them (server-group filters and weighers)."""
+        nodes = self.by_host.get(hs.host)
+        if not nodes or len(nodes) == 1:
+            return []
+        return [n for n in nodes.values() if n is not hs]
+
+    def share_instance(self, hs: HostState, instance_uuid: str) -> None:
+        """An instance just placed on ``hs`` is on every node of its service, as in nova."""
+        for sib in self.siblings(hs):
+            if instance_uuid not in sib.instances:
+                sib.instances.add(instance_uuid)
+                sib.touch()
+
+    def unshare_instances(self, hs: HostState, instance_uuids: Collection[str]) -> None:
+        """Released instances leave the other nodes of ``hs``'s service too, unless the
+        database lists them on that service or another node still assumes them."""
+        cell = self.cells.get(hs.cell_uuid)
+        listed = cell.index.host_insts.get(hs.host, set()) if cell is not None else set()
+        for sib in self.siblings(hs):
+            gone = {u for u in instance_uuids if u not in listed and u not in sib.assumed}
+            if gone & sib.instances:
+                sib.instances -= gone
+                sib.touch()
 
 
 async def locked(hs: HostState, fn: Callable[..., None], *args: Any) -> None:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
+from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import (
     InstanceNUMATopology,
     InstancePCIRequest,
@@ -35,6 +35,7 @@ def consume_numa_pci(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool = False,
 ) -> tuple[HostNUMATopology | None, tuple[PciDevicePool, ...] | None, InstanceNUMATopology | None]:
     """Fit once more on the live state and record the usage on ``host``.
 
@@ -44,7 +45,7 @@ def consume_numa_pci(
     as it was for that part). ``provider_mapping`` is the claimed candidate's ``mappings``.
     The fitted guest topology carries the pinning (nova stores it back into the RequestSpec).
     """
-    placed = place_numa_pci(host, spec, limits=limits, provider_mapping=provider_mapping)
+    placed = place_numa_pci(host, spec, limits=limits, provider_mapping=provider_mapping, pack=pack)
     if placed is None:
         return None, None, None
     return placed.numa_after, placed.pci_after, placed.fitted
@@ -56,16 +57,18 @@ def place_numa_pci(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool = False,
 ) -> PlacedNumaPci | None:
     """``consume_numa_pci``, returning what was placed for the cache's assumption.
 
     The caller must hold ``host.lock``; ``host.numa_topology``/``pci_pools`` are updated as
     by ``consume_numa_pci``. None when nothing NUMA/PCI was placed (no such request, it no
     longer fits, or a bug, which is logged: the claim already succeeded in Placement).
-    Pass the result to ``HostStateCache.consume_locked(..., placed=...)``.
+    Pass the result to ``HostStateCache.consume_locked(..., placed=...)``. ``pack`` is
+    ``[compute] packing_host_numa_cells_allocation_strategy``, as for the filter's fit.
     """
     try:
-        placed = _consume(host, spec, limits=limits, provider_mapping=provider_mapping)
+        placed = _consume(host, spec, limits=limits, provider_mapping=provider_mapping, pack=pack)
     except Exception:  # the claim already succeeded in Placement: never lose the request
         LOG.exception(
             "recording NUMA/PCI usage of instance %s on %s failed",
@@ -82,6 +85,7 @@ def _consume(
     *,
     limits: NUMATopologyLimits | None,
     provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool,
 ) -> PlacedNumaPci:
     requests = tuple(spec.pci_requests.requests) if spec.pci_requests is not None else ()
     host_topo = host.numa_topology
@@ -99,6 +103,7 @@ def _consume(
             pci_requests=requests,
             pci_pools=host.pci_pools,
             provider_mapping=provider_mapping,
+            pack=pack,
         )
         if result.fitted is None:
             LOG.warning(
@@ -149,6 +154,7 @@ def _consume(
         ),
         requested=spec.numa_topology,
         limits=limits,
+        pack=pack,
         numa_before=host_topo,
         pci_before=pools_before,
         numa_after=new_topo,
@@ -170,18 +176,50 @@ class Reapplied:
     refitted: bool = False  # the old pinning no longer fit and the request was fitted again
 
 
-def numa_usage_conflict(host: HostNUMATopology, fitted: InstanceNUMATopology) -> str | None:
+def _free_small_mib(cell: HostNUMACell) -> int:
+    if not cell.mempages:
+        return cell.avail_memory
+    smallest = min(cell.mempages, key=lambda p: p.size_kb)
+    return smallest.free * smallest.size_kb // 1024
+
+
+def numa_usage_conflict(
+    host: HostNUMATopology,
+    fitted: InstanceNUMATopology,
+    limits: NUMATopologyLimits | None = None,
+) -> str | None:
     """Why ``fitted`` cannot be added to ``host`` as it is, or None.
 
     A pinned CPU that is not a dedicated CPU of its cell or is pinned already, a host cell
-    that is gone, or too few free pages of an explicit page size. Memory overcommit is not
-    checked: the claim was accepted by Placement and the limits may have changed since.
+    that is gone, too few free pages of an explicit page size, memory a pinned guest would
+    overcommit, or (with the ``limits`` it was fitted under) shared CPUs or memory past the
+    overcommit limits nova's fit enforces: fresh usage from the database can leave no room
+    where there was some, and then the guest is fitted afresh like a taken pinning.
     """
     cells = {c.id: c for c in host.cells}
     for ic in fitted.cells:
         cell = cells.get(ic.id)
         if cell is None:
             return f"host NUMA cell {ic.id} is gone"
+        if ic.cpu_policy in _PINNED and not (ic.pagesize and ic.pagesize > 0):
+            # pinned guests never overcommit memory (nova's fit: the free small pages, or
+            # the available memory of a cell that reports no pages)
+            free = _free_small_mib(cell)
+            if free < ic.memory:
+                return f"cell {cell.id} has {free} MiB free for a pinned guest, {ic.memory} needed"
+        if limits is not None and ic.cpu_policy != "dedicated":
+            ram_limit = cell.memory * limits.ram_allocation_ratio
+            if cell.memory_usage + ic.memory > ram_limit:
+                return (
+                    f"cell {cell.id} memory usage would be {cell.memory_usage + ic.memory} "
+                    f"MiB, limit {ram_limit:g} MiB"
+                )
+            cpu_limit = len(cell.cpuset) * limits.cpu_allocation_ratio
+            if cell.cpu_usage + len(ic.cpuset) > cpu_limit:
+                return (
+                    f"cell {cell.id} shared CPU usage would be "
+                    f"{cell.cpu_usage + len(ic.cpuset)}, limit {cpu_limit:g}"
+                )
         if ic.cpu_policy in _PINNED:
             cpus = frozenset(ic.cpu_pinning.values()) if ic.cpu_pinning else frozenset()
             if ic.cpuset_reserved:
@@ -236,7 +274,7 @@ def _reapply(
     if fitted is not None:
         why = "the host reports no NUMA topology" if topo is None else None
         if topo is not None:
-            why = numa_usage_conflict(topo, fitted)
+            why = numa_usage_conflict(topo, fitted, placed.limits)
             req = placed.requested
             if why is not None and req is not None and req.cells:
                 result = numa_fit_instance_to_host(
@@ -246,6 +284,7 @@ def _reapply(
                     pci_requests=placed.pci_requests,
                     pci_pools=pools,
                     provider_mapping=placed.provider_mapping,
+                    pack=placed.pack,
                 )
                 if result.fitted is not None:
                     fitted, why, refitted = result.fitted, None, True

@@ -172,8 +172,11 @@ def _pinning(
 def _reserved(
     cores: list[list[int]], pinning: list[tuple[int, int]], n: int, isolate: bool
 ) -> frozenset[int] | None:
-    """The ``n`` host CPUs for isolated emulator threads, outside the guest's pinning."""
-    if not n:
+    """The ``n`` host CPUs for isolated emulator threads, outside the guest's pinning.
+
+    None without pinning, as nova's ``_get_reserved``: a guest cell with no dedicated vCPU
+    gets no emulator CPU there."""
+    if not n or not pinning:
         return None
     pinned = {p for _, p in pinning}
     if isolate:
@@ -245,7 +248,9 @@ def _pack_onto_cores(
             singles = [[c] for c in itertools.chain.from_iterable(by_threads.get(1, []))]
             pin = _pinning(1, singles, vcpus)
             res = _reserved(singles, pin or [], reserved, isolate=False)
-        if not pin or (reserved and not res):
+        # nova tests the pinning for None: a mixed guest cell with no dedicated vCPU pins
+        # nothing and still fits (unless it must hold the isolated emulator thread)
+        if pin is None or (reserved and not res):
             why = (
                 "thread policy require needs that many free sibling threads"
                 if policy == THREAD_REQUIRE

@@ -32,7 +32,7 @@ class PlacedNumaPci:
     Why: pending consumption must be re-applied over whatever the next refresh reads (and
     taken out again on release), so we keep the usage itself, not the host values it led to.
     ``fitted`` is the guest topology as placed (host cell ids, pinning, page size, memory);
-    ``requested``/``limits`` let a re-apply that no longer fits be fitted afresh;
+    ``requested``/``limits``/``pack`` let a re-apply that no longer fits be fitted afresh;
     ``numa_before``/``pci_before`` are the host's values just before this consume, the base
     to rebuild from when the host has no DB snapshot.
     """
@@ -42,6 +42,7 @@ class PlacedNumaPci:
     provider_mapping: Mapping[str, tuple[str, ...]] | None = None
     requested: InstanceNUMATopology | None = None
     limits: NUMATopologyLimits | None = None
+    pack: bool = False  # [compute] packing_host_numa_cells_allocation_strategy when fitted
     numa_before: HostNUMATopology | None = None
     pci_before: tuple[PciDevicePool, ...] | None = None
     # The host values right after this consume (None: that part unchanged); what

@@ -11,10 +11,8 @@ from asyncsched.scheduling import extra_specs_ops
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
 from asyncsched.state.host_state import HostState
 
-_MISSING = object()
 
-
-def _specs(spec: RequestSpec, state_fields: frozenset[str]) -> list[tuple[list[str], str, bool]]:
+def _specs(spec: RequestSpec) -> list[tuple[list[str], str, bool]]:
     """(scope path, requirement, bare key) for each extra spec this filter checks."""
     especs = dict(spec.flavor.extra_specs)
     bits = especs.pop("hw:maxphysaddr_bits", None)
@@ -30,7 +28,56 @@ def _specs(spec: RequestSpec, state_fields: frozenset[str]) -> list[tuple[list[s
     return out
 
 
+#: The attributes of nova's HostState (``hasattr`` is what nova checks for a bare key).
+NOVA_ATTRIBUTES = frozenset(
+    (
+        "_lock_name aggregates allocation_candidates cell_uuid cpu_allocation_ratio cpu_info "
+        "disk_allocation_ratio disk_mb_used failed_builds free_disk_mb free_ram_mb host "
+        "host_ip hypervisor_hostname hypervisor_type hypervisor_version instances limits "
+        "metrics nodename num_instances num_io_ops numa_topology pci_stats "
+        "ram_allocation_ratio service stats supported_instances total_usable_disk_gb "
+        "total_usable_ram_mb updated uuid vcpus_total vcpus_used update consume_from_request "
+        "_update_from_compute_node _locked_consume_from_request"
+    ).split()
+)
+#: Attributes whose value is the same in our HostState and compares the same as a string.
+_SAME = frozenset(
+    "cell_uuid cpu_allocation_ratio cpu_info disk_allocation_ratio disk_mb_used failed_builds "
+    "free_disk_mb free_ram_mb host host_ip hypervisor_hostname hypervisor_type "
+    "hypervisor_version nodename num_instances num_io_ops ram_allocation_ratio stats "
+    "total_usable_disk_gb total_usable_ram_mb uuid vcpus_total vcpus_used".split()
+)
+
+
+class _Opaque:
+    """A nova object no requirement can sensibly match (its str() is a repr)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"<nova {self.name} object>"
+
+
+def _attribute(state: HostState, name: str) -> Any:
+    """What ``getattr(nova_host_state, name, None)`` would give, as far as a match can tell."""
+    if name not in NOVA_ATTRIBUTES:
+        return None
+    if name in _SAME:
+        return getattr(state, name)
+    if name == "supported_instances":
+        return [list(t) for t in state.supported_instances]
+    if name == "limits":
+        return {}  # the Selection limits are filled by NUMATopologyFilter, which runs later
+    if name == "numa_topology" and state.numa_topology is None:
+        return None
+    if name == "updated" and state.updated is None:
+        return None
+    return _Opaque(name)
+
+
 def _get_capability(state: HostState, scope: list[str]) -> Any:
+    """nova's ``_get_capabilities``: attributes, else stats, then JSON strings and dicts."""
     cap: Any = state
     for part in scope:
         if isinstance(cap, str):
@@ -39,7 +86,7 @@ def _get_capability(state: HostState, scope: list[str]) -> Any:
             except ValueError:
                 return None
         if isinstance(cap, HostState):
-            value = getattr(cap, part, None)
+            value = _attribute(cap, part)
             cap = cap.stats.get(part) if value is None else value
         elif isinstance(cap, dict):
             cap = cap.get(part)
@@ -47,15 +94,14 @@ def _get_capability(state: HostState, scope: list[str]) -> Any:
             value = getattr(cap, part, None)
             if value is None:
                 stats = getattr(cap, "stats", None)
-                cap = stats.get(part) if isinstance(stats, dict) else None
+                if not isinstance(stats, dict):
+                    return None  # nova: AttributeError, logged, the host fails
+                cap = stats.get(part)
             else:
                 cap = value
         if cap is None:
             return None
     return cap
-
-
-_STATE_FIELDS = frozenset(HostState.__dataclass_fields__) | {"key"}
 
 
 class ComputeCapabilitiesFilter(BaseHostFilter):
@@ -65,12 +111,12 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
     run_filter_once_per_request = True
 
     def is_active(self, spec: RequestSpec) -> bool:
-        return bool(_specs(spec, _STATE_FIELDS))
+        return bool(_specs(spec))
 
     @staticmethod
     def _passes(state: HostState, checks: list[tuple[list[str], str, bool]]) -> str | None:
         for scope, req, bare in checks:
-            if bare and scope[0] not in _STATE_FIELDS and scope[0] not in state.stats:
+            if bare and scope[0] not in NOVA_ATTRIBUTES and scope[0] not in state.stats:
                 continue
             cap = _get_capability(state, scope)
             if cap is None or not extra_specs_ops.match(str(cap), req):
@@ -78,11 +124,11 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
         return None
 
     def state_passes(self, state: HostState, spec: RequestSpec) -> str | None:
-        return self._passes(state, _specs(spec, _STATE_FIELDS))
+        return self._passes(state, _specs(spec))
 
     def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
         return self.state_passes(host.state, spec)
 
     def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
-        checks = _specs(spec, _STATE_FIELDS)
+        checks = _specs(spec)
         return [self._passes(s, checks) for s in states]

@@ -7,35 +7,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
+from asyncsched.objects.image_props import canonical_enum
 from asyncsched.objects.models import ImageMetaProps, RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
 from asyncsched.state.host_state import HostState
 
 
-def canonical_arch(value: str | None) -> str | None:
-    """nova's Architecture.canonicalize (without raising on unknown names)."""
-    if value is None:
-        return None
-    v = value.lower()
-    if v in ("i386", "i486", "i586", "x86_32", "x86_32p"):
-        return "i686"
-    if v == "amd64":
-        return "x86_64"
-    return v
-
-
-def canonical_hv_type(value: str | None) -> str | None:
-    if value is None:
-        return None
-    v = value.lower()
-    return "xen" if v == "xapi" else v
-
-
-def canonical_vm_mode(value: str | None) -> str | None:
-    if value is None:
-        return None
-    v = value.lower()
-    return {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}.get(v, v)
+def _canonical(name: str, value: str | None) -> str | None:
+    return None if value is None else canonical_enum(name, value)
 
 
 def version_to_str(version: int) -> str:
@@ -45,10 +26,6 @@ def version_to_str(version: int) -> str:
         parts.insert(0, str(version % 1000))
         version //= 1000
     return ".".join(parts)
-
-
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
 _PRED = re.compile(r"^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
@@ -63,15 +40,18 @@ _CMP = {
 
 
 def version_satisfies(predicate: str, version: str) -> bool:
-    """oslo VersionPredicate: comma-separated ``op version`` terms, all must hold."""
-    have = _vtuple(version)
-    for term in predicate.split(","):
-        m = _PRED.match(term)
-        if m is None:
-            return False  # nova raises ValueError; an unparsable predicate matches nothing
-        if not _CMP[m.group(1)](have, _vtuple(m.group(2))):
-            return False
-    return True
+    """oslo VersionPredicate: comma-separated ``op version`` terms, all must hold, compared as
+    packaging Versions as oslo does (so 8.0.0 == 8, and 8.0.0 >= 8). An unparsable term or
+    version matches nothing (nova raises ValueError there and the request fails)."""
+    terms = [_PRED.match(term) for term in predicate.split(",")]
+    try:
+        have = Version(version)
+        wanted = [(m.group(1), Version(m.group(2))) for m in terms if m is not None]
+    except InvalidVersion:
+        return False
+    if len(wanted) != len(terms):
+        return False
+    return all(_CMP[op](have, v) for op, v in wanted)
 
 
 def _maxphysaddr_bits(cpu_info: str | None) -> Any:
@@ -97,9 +77,9 @@ class ImagePropertiesFilter(BaseHostFilter):
     def _checked(self, props: ImageMetaProps) -> tuple[str | None, str | None, str | None]:
         default_arch = self.config.filter_scheduler.image_properties_default_architecture
         return (
-            canonical_arch(props.get("hw_architecture", default_arch)),
-            canonical_hv_type(props.get("img_hv_type")),
-            canonical_vm_mode(props.get("hw_vm_mode")),
+            _canonical("hw_architecture", props.get("hw_architecture", default_arch)),
+            _canonical("img_hv_type", props.get("img_hv_type")),
+            _canonical("hw_vm_mode", props.get("hw_vm_mode")),
         )
 
     def is_active(self, spec: RequestSpec) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import operator
 from collections.abc import Callable
@@ -41,6 +42,15 @@ _COMMANDS: dict[str, Callable[[list[Any]], Any]] = {
 }
 
 
+def _ip(text: str) -> Any:
+    """nova's ``host_ip`` is a netaddr.IPAddress: equal to no string, and ordering it against
+    one raises TypeError (which fails the comparison here, and nova's whole request)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return text
+
+
 def _lookup(value: str, state: HostState) -> Any:
     if not value:
         return None
@@ -48,6 +58,8 @@ def _lookup(value: str, state: HostState) -> Any:
         return value
     path = value[1:].split(".")
     obj: Any = getattr(state, path[0], None)
+    if path[0] == "host_ip" and isinstance(obj, str):
+        obj = _ip(obj)
     for item in path[1:]:
         if obj is None:
             return None

@@ -74,6 +74,7 @@ class NUMATopologyFilter(JudgedHostFilter):
                 pci_requests=requests,
                 pci_pools=state.pci_pools,
                 provider_mapping=mapping,
+                pack=self.config.compute.packing_host_numa_cells_allocation_strategy,
             )
 
         code, detail = self.judge_candidates(

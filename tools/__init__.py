@@ -1,0 +1,1 @@
+"""Developer tools: the demo, the nova parity harness."""
