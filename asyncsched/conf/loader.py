@@ -330,13 +330,20 @@ def build_config(raw: RawConfig) -> tuple[opts.Config, list[str]]:
         given = raw.get(ini_name, {})
         used: set[str] = set()
         kwargs: dict[str, Any] = {}
+        rest_field: str | None = None
         for f in dataclasses.fields(cls):
+            if f.metadata.get("rest"):
+                rest_field = f.name
+                continue
             names = (f.name, *f.metadata.get("deprecated_names", ()))
             lines = sorted((rv for n in names for rv in given.get(n, [])), key=lambda rv: rv.seq)
             used.update(n for n in names if n in given)
             if not lines:
                 continue
             kwargs[f.name] = _value_of(ini_name, f, hints[f.name], lines, raw)
+        if rest_field is not None:
+            kwargs[rest_field] = _rest_of(ini_name, given, used, raw)
+            used.update(given)
         for key, lines in given.items():
             if key not in used:
                 ignored.append(
@@ -348,6 +355,21 @@ def build_config(raw: RawConfig) -> tuple[opts.Config, list[str]]:
         if ini_name not in opts.SECTIONS:
             ignored.append(f"ignoring section [{ini_name}]: not used by asyncsched")
     return opts.Config(**sections), ignored
+
+
+def _rest_of(
+    section: str, given: dict[str, list[RawValue]], used: set[str], raw: RawConfig
+) -> tuple[tuple[str, str], ...]:
+    """The section's keys no field took, as (name, substituted last value), sorted by name.
+
+    An empty value means unset, as for the typed options.
+    """
+    values = (
+        (key, _substitute(lines[-1], section, raw, _where(lines[-1], section, key)).strip())
+        for key, lines in sorted(given.items())
+        if key not in used
+    )
+    return tuple((key, value) for key, value in values if value)
 
 
 def _value_of(

@@ -24,12 +24,14 @@ def opt(
     deprecated_names: tuple[str, ...] = (),
     multi: bool = False,
     sample_default: str | None = None,
+    rest: bool = False,
 ) -> Any:
     """Declare one option. Lists are stored as tuples so sections stay hashable values.
 
     ``multi``: a repeated key accumulates one value per line (oslo MultiStrOpt) instead of
     a comma list where the last line wins. ``sample_default``: what the generated sample
-    shows when the real default depends on the machine (e.g. the host name).
+    shows when the real default depends on the machine (e.g. the host name). ``rest``: the
+    field collects the section's other keys as (name, raw value) pairs instead of ignoring them.
     """
     meta = {
         "help": help,
@@ -41,6 +43,7 @@ def opt(
         "deprecated_names": deprecated_names,
         "multi": multi,
         "sample_default": sample_default,
+        "rest": rest,
     }
     if isinstance(default, list):
         default = tuple(default)
@@ -120,15 +123,9 @@ class PlacementOptions:
 
     auth_type: str | None = opt(
         None,
-        "Authentication plugin: password, v3password, v3applicationcredential, none, noauth.",
-        choices=(
-            "password",
-            "v3password",
-            "applicationcredential",
-            "v3applicationcredential",
-            "none",
-            "noauth",
-        ),
+        "keystoneauth plugin, as in nova: admin_token, password, v3password, v3token, "
+        "v3applicationcredential, v3totp, v3oidc*, http_basic, none, or any plugin installed "
+        "as a keystoneauth1.plugin entry point. Unset = none.",
     )
     auth_url: str | None = opt(None, "Keystone endpoint, e.g. http://keystone:5000/v3.")
     username: str | None = opt(None, "User name for password auth.")
@@ -160,6 +157,14 @@ class PlacementOptions:
     cafile: str | None = opt(None, "CA bundle to verify Placement's certificate.")
     certfile: str | None = opt(None, "Client certificate.")
     keyfile: str | None = opt(None, "Client key.")
+    collect_timing: bool = opt(False, "keystoneauth: collect per-API call timing information.")
+    split_loggers: bool = opt(False, "keystoneauth: log requests to multiple loggers.")
+    plugin_options: tuple[tuple[str, str], ...] = opt(
+        [],
+        "Every other [placement] option (e.g. endpoint and token for admin_token, passcode for "
+        "v3totp), written under its own name and read by the auth plugin's keystoneauth loader.",
+        rest=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)
