@@ -13,10 +13,10 @@ def parse_setting(setting: tuple[str, ...]) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     for item in setting:
         name, sep, ratio = item.partition("=")
-        if not sep:
+        if not sep or not name:
             continue
         try:
-            out.append((name.strip(), float(ratio)))
+            out.append((name, float(ratio)))  # as written, spaces too (nova's parse_options)
         except ValueError:
             continue
     return out
