@@ -413,7 +413,7 @@ def _check_special(section: str, name: str, value: Any) -> Any:
             return to_asyncpg_dsn(value)
         except ConfigError as exc:
             raise _BadValue(f"a PostgreSQL URL ({exc})") from None
-    if section == "DEFAULT" and name == "transport_url":
+    if section in ("DEFAULT", "oslo_messaging_notifications") and name == "transport_url":
         _check_transport_url(value)
     if section == "placement" and name in ("auth_url", "endpoint_override"):
         parts = urlsplit(value)

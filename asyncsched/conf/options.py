@@ -322,6 +322,39 @@ class OsloMessagingRabbitOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class NotificationsOptions:
+    """``[notifications]``: which notification formats nova services emit."""
+
+    notification_format: str = opt(
+        "unversioned",
+        "unversioned (legacy dicts on [oslo_messaging_notifications] topics), versioned "
+        "(nova objects on versioned_notifications_topics) or both.",
+        choices=("unversioned", "versioned", "both"),
+    )
+    versioned_notifications_topics: tuple[str, ...] = opt(
+        ["versioned_notifications"], "Topics the versioned notifications are sent to."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OsloMessagingNotificationsOptions:
+    """``[oslo_messaging_notifications]``: how notifications are sent (none by default)."""
+
+    driver: tuple[str, ...] = opt(
+        [],
+        "messagingv2, messaging, log or noop; unset or noop sends nothing (nova's default).",
+        multi=True,
+    )
+    transport_url: str | None = opt(
+        None, "Broker for notifications; unset = [DEFAULT] transport_url.", secret=True
+    )
+    topics: tuple[str, ...] = opt(
+        ["notifications"], "Topics the unversioned (legacy) notifications are sent to."
+    )
+    retry: int = opt(-1, "Send attempts per notification; -1 = keep trying within budget.", min=-1)
+
+
+@dataclass(frozen=True, slots=True)
 class AsyncschedOptions:
     """``[asyncsched]``: options of ours with no nova equivalent."""
 
@@ -385,6 +418,8 @@ SECTIONS: dict[str, str] = {
     "metrics": "metrics",
     "workarounds": "workarounds",
     "oslo_messaging_rabbit": "oslo_messaging_rabbit",
+    "notifications": "notifications",
+    "oslo_messaging_notifications": "oslo_messaging_notifications",
     "asyncsched": "asyncsched",
 }
 
@@ -403,5 +438,9 @@ class Config:
     workarounds: WorkaroundsOptions = field(default_factory=WorkaroundsOptions)
     oslo_messaging_rabbit: OsloMessagingRabbitOptions = field(
         default_factory=OsloMessagingRabbitOptions
+    )
+    notifications: NotificationsOptions = field(default_factory=NotificationsOptions)
+    oslo_messaging_notifications: OsloMessagingNotificationsOptions = field(
+        default_factory=OsloMessagingNotificationsOptions
     )
     asyncsched: AsyncschedOptions = field(default_factory=AsyncschedOptions)

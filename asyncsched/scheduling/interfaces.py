@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
-from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.objects.models import Aggregate, CellMapping, RequestContext, RequestSpec
 from asyncsched.placement.claims import Claimer
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.host_state import HostState, PlacedNumaPci
@@ -45,3 +45,9 @@ class Placement(Claimer, Protocol):
     """
 
     async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
+
+
+class Notifier(Protocol):
+    """Where ``scheduler.select_destinations.start``/``.end`` go; never waits, never raises."""
+
+    def select_destinations(self, phase: str, ctx: RequestContext, spec: RequestSpec) -> None: ...

@@ -39,7 +39,7 @@ from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.interfaces import HostCache, Placement
+from asyncsched.scheduling.interfaces import HostCache, Notifier, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
 from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
@@ -154,6 +154,13 @@ class _Request:
         )
 
 
+class _NoNotifications:
+    """nova's default (noop driver): nothing is sent."""
+
+    def select_destinations(self, phase: str, ctx: RequestContext, spec: RequestSpec) -> None:
+        return None
+
+
 class SchedulerManager:
     """The SchedulerAPI implementation (filter scheduler or, by config, the chance driver)."""
 
@@ -166,7 +173,9 @@ class SchedulerManager:
         clock: Callable[[], datetime] = _utcnow,
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
+        self.notifier: Notifier = notifier if notifier is not None else _NoNotifications()
         self.cache = cache
         self.placement = placement
         self.clock = clock
@@ -216,6 +225,22 @@ class SchedulerManager:
     # -- the RPC entry point ---------------------------------------------------------------
 
     async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        """nova's _select_destinations: start notification, schedule, end notification."""
+        self.notifier.select_destinations("start", ctx, spec)
+        result = await self._select_destinations(
+            ctx, spec, instance_uuids, return_objects, return_alternates
+        )
+        self.notifier.select_destinations("end", ctx, spec)
+        return result
+
+    async def _select_destinations(
         self,
         ctx: RequestContext,
         spec: RequestSpec,
