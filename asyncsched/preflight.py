@@ -25,7 +25,19 @@ def check(config: Config) -> list[str]:
 
     build_daemon(config)
     _check_log_file(config.default.log_file)
-    return ratio_setting_warnings(config)
+    return ratio_setting_warnings(config) + placement_warnings(config)
+
+
+def placement_warnings(config: Config) -> list[str]:
+    """``[placement]`` keys nothing reads (a typo, or an option of another auth plugin)."""
+    from asyncsched.placement.auth import plugin_name, unread_options
+
+    name = plugin_name(config.placement)
+    return [
+        f"[placement] {key}: not an option of auth plugin {name} nor of keystoneauth's "
+        "session/adapter; ignored"
+        for key in unread_options(config.placement)
+    ]
 
 
 def _check_log_file(path: str | None) -> None:

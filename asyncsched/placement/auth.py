@@ -94,6 +94,34 @@ def _typed(text: str, opt: ks_loading.Opt) -> Any:
         ) from None
 
 
+# [placement] keys keystoneauth's session and adapter loaders read besides the plugin's own.
+SESSION_ADAPTER_OPTIONS = frozenset(
+    {
+        "cafile", "certfile", "keyfile", "insecure", "timeout", "collect_timing",
+        "split_loggers", "service_type", "service_name", "interface", "valid_interfaces",
+        "region_name", "endpoint_override", "version", "min_version", "max_version",
+        "connect_retries", "connect_retry_delay", "status_code_retries",
+        "status_code_retry_delay", "retriable_status_codes",
+    }
+)  # fmt: skip
+
+
+def unread_options(options: PlacementOptions) -> list[str]:
+    """The ``[placement]`` keys neither the plugin nor keystoneauth's session/adapter read."""
+    try:
+        loader: ks_loading.BaseLoader[Any] = ks_loading.get_plugin_loader(plugin_name(options))
+    except ks_exc.NoMatchingPlugin:
+        return []
+    read = {n for o in loader.get_options() for n in (o.dest, *(d.dest for d in o.deprecated))}
+    read |= SESSION_ADAPTER_OPTIONS | {"auth_type", "plugin_options"}
+    typed = [
+        name
+        for name in PlacementOptions.__dataclass_fields__
+        if name not in read and getattr(options, name) is not None
+    ]
+    return sorted(typed + [k for k, _ in options.plugin_options if k not in read])
+
+
 def load_plugin(options: PlacementOptions) -> ks_plugin.BaseAuthPlugin:
     """The auth plugin ``[placement]`` configures; ConfigError with one line if it cannot load."""
     name = plugin_name(options)

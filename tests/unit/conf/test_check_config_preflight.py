@@ -100,6 +100,21 @@ def test_check_config_ok_with_admin_token_and_warns_about_spaced_names(
     assert "'junk' is not name=ratio" in warnings[1]
 
 
+def test_check_config_warns_about_placement_keys_nothing_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "nova.conf"
+    # username/password belong to password plugins, os_interface to nobody; endpoint and
+    # token are admin_token's, region_name the adapter's
+    conf.write_text(BASE + "[placement]\nusername = nova\nos_interface = internal\n")
+    code, err = check_config(conf, capsys)
+    assert code == 0
+    warnings = sorted(line for line in err if line.startswith("asyncsched: warning: "))
+    assert len(warnings) == 2
+    assert "[placement] os_interface: not an option of auth plugin admin_token" in warnings[0]
+    assert "[placement] username: not an option of auth plugin admin_token" in warnings[1]
+
+
 def test_metrics_names_are_taken_as_written_as_nova_does() -> None:
     from asyncsched.scheduling.filters.metrics_filter import parse_setting
 
