@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from asyncsched.objects import codec
 from asyncsched.objects.models import (
     Destination,
     Flavor,
@@ -81,7 +82,8 @@ def flavor_fields(f: Flavor) -> dict[str, Any]:
 
 def _props_fields(props: ImageMetaProps) -> dict[str, Any]:
     """Only the properties that are set (nova's populate_schema(set_none=False))."""
-    return {name: _plain(value) for name, value in props.items()}
+    data: dict[str, Any] = codec.encode_image_props(props)["nova_object.data"]
+    return data
 
 
 def _image_payload(image: ImageMeta) -> dict[str, Any]:
@@ -244,22 +246,8 @@ def _legacy_image(image: ImageMeta | None) -> dict[str, Any]:
     """``obj_to_primitive(image)``: the fields that are set, properties as a dict."""
     if image is None:
         return {}
-    out: dict[str, Any] = {
-        name: getattr(image, name)
-        for name in (
-            "id",
-            "name",
-            "status",
-            "disk_format",
-            "container_format",
-            "owner",
-            "size",
-            "min_ram",
-            "min_disk",
-        )
-        if getattr(image, name) is not None
-    }
-    out["properties"] = _props_fields(image.properties)
+    out: dict[str, Any] = codec.encode_image(image)["nova_object.data"]
+    out["properties"] = out["properties"]["nova_object.data"]
     return out
 
 
