@@ -8,36 +8,28 @@ queue" named after it, bound to it, so notifications wait for a consumer that co
 from __future__ import annotations
 
 import logging
-import ssl
 from typing import Any
 
 import aio_pika
 
 from asyncsched.conf.options import OsloMessagingRabbitOptions
+from asyncsched.conf.transport_url import TransportURL
 from asyncsched.rpc import wire
+from asyncsched.rpc.broker import CONNECT_TIMEOUT, open_connection
 from asyncsched.rpc.topology import queue_arguments
-from asyncsched.rpc.transport_url import TransportURL
 
 LOG = logging.getLogger(__name__)
-
-CONNECT_TIMEOUT = 10.0
 
 
 class AmqpPublisher:
     """One connection with a confirming channel, opened on the first publish."""
 
     def __init__(
-        self,
-        url: TransportURL,
-        rabbit: OsloMessagingRabbitOptions,
-        exchange: str,
-        *,
-        ssl_context: ssl.SSLContext | None = None,
+        self, url: TransportURL, rabbit: OsloMessagingRabbitOptions, exchange: str
     ) -> None:
         self._url = url
         self._rabbit = rabbit
         self._exchange_name = exchange
-        self._ssl_context = ssl_context
         self._connection: Any = None
         self._exchange: Any = None
         self._declared: set[str] = set()
@@ -46,20 +38,8 @@ class AmqpPublisher:
         last: Exception | None = None
         for host in self._url.hosts:  # failover order, as in the transport URL
             try:
-                self._connection = await aio_pika.connect(
-                    host=host.host,
-                    port=host.port,
-                    login=host.username,
-                    password=host.password,
-                    virtualhost=self._url.virtual_host,
-                    ssl=self._ssl_context is not None,
-                    ssl_context=self._ssl_context,
-                    timeout=CONNECT_TIMEOUT,
-                    heartbeat=self._rabbit.heartbeat_timeout_threshold,
-                    client_properties={
-                        "connection_name": "asyncsched notifications",
-                        "product": "asyncsched",
-                    },
+                self._connection = await open_connection(
+                    self._rabbit, self._url, host, "asyncsched notifications"
                 )
                 break
             except Exception as exc:

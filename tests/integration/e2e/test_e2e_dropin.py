@@ -18,12 +18,12 @@ from asyncsched.conf.options import PlacementOptions
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
-from tests.fixtures.notification_listener import NotificationListener
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
 from tests.integration.e2e.conftest import SeededStack
 from tests.integration.e2e.test_e2e_serve import AZ1, SMALL, Daemon
+from tests.support.notification_listener import NotificationListener
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -12,8 +12,8 @@ import pytest
 from asyncsched.conf import load_string
 from asyncsched.notifications import build_notifier
 from asyncsched.objects import codec
-from tests.fixtures.notification_listener import NotificationListener
-from tests.fixtures.oslo_caller import nova_context, request_spec
+from tests.support.notification_listener import NotificationListener
+from tests.support.oslo_caller import nova_context, request_spec
 
 pytestmark = pytest.mark.integration
 

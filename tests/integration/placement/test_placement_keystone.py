@@ -18,9 +18,9 @@ from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.objects.models import Flavor, RequestSpec
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import build_resource_request
-from tests.fixtures import keystone_server
-from tests.fixtures.keystone_server import ADMIN_PASSWORD, KeystoneServer
-from tests.fixtures.placement_server import PlacementServer
+from tests.support import keystone_server
+from tests.support.keystone_server import ADMIN_PASSWORD, KeystoneServer
+from tests.support.placement_server import PlacementServer
 
 pytestmark = [
     pytest.mark.integration,

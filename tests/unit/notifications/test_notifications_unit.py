@@ -18,7 +18,7 @@ from asyncsched.notifications.notifier import SchedulerNotifier, encode, streams
 from asyncsched.notifications.payloads import legacy_request_spec, request_spec_payload
 from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext
-from tests.fixtures.oslo_caller import request_spec, request_spec_primitive
+from tests.support.oslo_caller import request_spec, request_spec_primitive
 
 CTX = RequestContext(request_id="req-1", user_id="u", project_id="p", auth_token="tok")
 
