@@ -19,20 +19,20 @@ from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
 from tests.integration.e2e.checks import check_allocations, check_selections
-from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
 from tests.integration.e2e.conftest import SeededStack
 from tests.integration.e2e.test_e2e_serve import AZ1, SMALL, Daemon
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
 from tests.support.notification_listener import NotificationListener
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 
-def nova_conf(stack: SeededStack, amqp_url: str, host: str) -> str:
+def nova_conf(stack: SeededStack, module_amqp_url: str, host: str) -> str:
     """What nova-scheduler was given: keystoneauth's admin_token plugin, notifications on."""
     base = config_file_text(
         daemon_config(
-            transport_url=amqp_url,
+            transport_url=module_amqp_url,
             api_url=stack.db.api_url,
             placement=PlacementOptions(auth_type="none", endpoint_override="http://unused"),
             scheduler_host=host,
@@ -52,9 +52,9 @@ def nova_conf(stack: SeededStack, amqp_url: str, host: str) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def listener(amqp_url: str) -> AsyncIterator[NotificationListener]:
+async def listener(module_amqp_url: str) -> AsyncIterator[NotificationListener]:
     lst = await asyncio.to_thread(
-        NotificationListener, amqp_url, ["notifications", "versioned_notifications"]
+        NotificationListener, module_amqp_url, ["notifications", "versioned_notifications"]
     )
     try:
         yield lst
@@ -65,14 +65,14 @@ async def listener(amqp_url: str) -> AsyncIterator[NotificationListener]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def serve(
     seeded: SeededStack,
-    amqp_url: str,
+    module_amqp_url: str,
     listener: NotificationListener,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[Daemon, str]]:
     tmp = tmp_path_factory.mktemp("dropin")
     host = f"e2e-dropin-{uuid.uuid4().hex[:8]}"
     conf = tmp / "nova.conf"
-    conf.write_text(nova_conf(seeded, amqp_url, host))
+    conf.write_text(nova_conf(seeded, module_amqp_url, host))
     daemon = Daemon(conf, tmp / "stderr.log")
     daemon.start()
     try:
@@ -88,11 +88,11 @@ async def serve(
 async def test_admin_token_nova_conf_serves_novas_client_and_notifies(
     serve: tuple[Daemon, str],
     seeded: SeededStack,
-    amqp_url: str,
+    module_amqp_url: str,
     listener: NotificationListener,
 ) -> None:
     daemon, host = serve
-    client = OsloSchedulerClient(amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    client = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
     try:
         spec = request_spec_primitive(
             num_instances=3,

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,23 +13,6 @@ from tests.support.notification_listener import NotificationListener
 from tests.support.oslo_caller import nova_context, request_spec
 
 pytestmark = pytest.mark.integration
-
-
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, timeout=60, check=True)
-
-
-@pytest.fixture
-def amqp_url() -> Iterator[str]:
-    vhost = f"asyncsched-notify-{uuid.uuid4().hex[:12]}"
-    rabbitmqctl("add_vhost", vhost)
-    try:
-        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        yield f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
-    finally:
-        subprocess.run(
-            ["rabbitmqctl", "-q", "delete_vhost", vhost], capture_output=True, timeout=60
-        )
 
 
 @pytest.mark.parametrize("driver", ["messagingv2", "messaging"])
