@@ -61,23 +61,12 @@ def _plain(value: Any) -> Any:
 
 
 def flavor_fields(f: Flavor) -> dict[str, Any]:
-    return {
-        "flavorid": f.flavorid,
-        "memory_mb": f.memory_mb,
-        "vcpus": f.vcpus,
-        "root_gb": f.root_gb,
-        "ephemeral_gb": f.ephemeral_gb,
-        "name": f.name,
-        "swap": f.swap,
-        "rxtx_factor": f.rxtx_factor,
-        "vcpu_weight": f.vcpu_weight,
-        "disabled": f.disabled,
-        "is_public": f.is_public,
-        "extra_specs": dict(f.extra_specs),
-        # The conductor's Flavor has no projects loaded; nova's payload then says null.
-        "projects": None,
-        "description": f.description,
-    }
+    """FlavorPayload's fields: the Flavor's but its id, and projects."""
+    data: dict[str, Any] = codec.encode_flavor(f)["nova_object.data"]
+    data.pop("id", None)
+    # The conductor's Flavor has no projects loaded; nova's payload then says null.
+    data["projects"] = None
+    return data
 
 
 def _props_fields(props: ImageMetaProps) -> dict[str, Any]:
@@ -274,9 +263,7 @@ def legacy_request_spec(spec: RequestSpec) -> dict[str, Any]:
     instance.update(
         root_gb=f.root_gb, ephemeral_gb=f.ephemeral_gb, memory_mb=f.memory_mb, vcpus=f.vcpus
     )
-    flavor = flavor_fields(f)
-    flavor.pop("projects")
-    flavor["id"] = f.id
+    flavor: dict[str, Any] = codec.encode_flavor(f)["nova_object.data"]
     return {
         "num_instances": spec.num_instances,
         "image": _legacy_image(spec.image),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from asyncsched.objects.codec import (
+    encode_flavor,
     encode_image,
     encode_limits,
     encode_network_metadata,
@@ -21,7 +22,6 @@ from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, Pc
 from asyncsched.objects.models import (
     Aggregate,
     Destination,
-    Flavor,
     InstanceGroup,
     InstanceNUMATopology,
     InstancePCIRequests,
@@ -60,28 +60,6 @@ def encode_instance_list(instance_uuids: Sequence[str], host: str | None = None)
             data["host"] = host
         objects.append(wrap("Instance", data))
     return wrap("InstanceList", {"objects": objects})
-
-
-def encode_flavor(f: Flavor) -> dict[str, Any]:
-    return wrap(
-        "Flavor",
-        {
-            "id": f.id,
-            "name": f.name,
-            "memory_mb": f.memory_mb,
-            "vcpus": f.vcpus,
-            "root_gb": f.root_gb,
-            "ephemeral_gb": f.ephemeral_gb,
-            "flavorid": f.flavorid,
-            "swap": f.swap,
-            "rxtx_factor": f.rxtx_factor,
-            "vcpu_weight": f.vcpu_weight,
-            "disabled": f.disabled,
-            "is_public": f.is_public,
-            "extra_specs": dict(f.extra_specs),
-            "description": f.description,
-        },
-    )
 
 
 def encode_numa_topology(t: InstanceNUMATopology) -> dict[str, Any]:

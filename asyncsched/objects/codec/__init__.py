@@ -36,7 +36,11 @@ from asyncsched.objects.codec.limits import (
     limits_to_dict,
 )
 from asyncsched.objects.codec.primitives import MAX_DEPTH, OBJECT_VERSIONS, CodecError, unwrap, wrap
-from asyncsched.objects.codec.request_spec import decode_flavor, decode_request_spec
+from asyncsched.objects.codec.request_spec import (
+    decode_flavor,
+    decode_request_spec,
+    encode_flavor,
+)
 from asyncsched.objects.codec.selection import (
     decode_selection,
     encode_selection,
@@ -60,6 +64,7 @@ __all__ = [
     "decode_request_spec",
     "decode_selection",
     "encode_context",
+    "encode_flavor",
     "encode_image",
     "encode_image_props",
     "encode_limits",
