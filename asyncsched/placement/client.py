@@ -185,7 +185,9 @@ class PlacementClient:
 
     @property
     def endpoint(self) -> str:
-        return redact_url(self._endpoint or self._options.endpoint_override or "?")
+        o = self._options
+        configured = o.endpoint_override or dict(o.plugin_options).get("endpoint")
+        return redact_url(self._endpoint or configured or "?")
 
     def supports(self, version: str) -> bool:
         return self.max_version is not None and at_least(self.max_version, version)
