@@ -248,3 +248,61 @@ def test_plugin_options_are_masked_when_secret() -> None:
     config = load_string("[placement]\nauth_type = admin_token\nendpoint = http://p\ntoken = T0K\n")
     text = render_effective(config)
     assert "endpoint = http://p" in text and "token = ***" in text and "T0K" not in text
+
+
+THIRD_PARTY = """
+from keystoneauth1 import loading, plugin
+
+
+class SiteToken(plugin.BaseAuthPlugin):
+    def __init__(self, endpoint, site_secret):
+        super().__init__()
+        self.endpoint = endpoint
+        self.site_secret = site_secret
+        self.calls = 0
+
+    def get_headers(self, session, **kwargs):
+        self.calls += 1
+        return {"X-Auth-Token": f"{self.site_secret}-{self.calls}"}
+
+    def get_endpoint(self, session, **kwargs):
+        return self.endpoint
+
+
+class SiteTokenLoader(loading.BaseLoader):
+    @property
+    def plugin_class(self):
+        return SiteToken
+
+    def get_options(self):
+        return [
+            loading.Opt("endpoint", required=True),
+            loading.Opt("site-secret", secret=True, required=True),
+        ]
+"""
+
+
+async def test_a_third_party_entry_point_plugin(
+    peers: tuple[Keystone, Placement], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin installed as a keystoneauth1.plugin entry point, like any site plugin; one we
+    know nothing about is asked for headers on every request (in the worker thread)."""
+    ks, pl = peers
+    (tmp_path / "sitetoken.py").write_text(THIRD_PARTY)
+    dist = tmp_path / "sitetoken-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sitetoken\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[keystoneauth1.plugin]\nsitetoken = sitetoken:SiteTokenLoader\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # stevedore remembers the entry points it scanned; forget them for this test only
+    from stevedore import ExtensionManager
+
+    monkeypatch.delitem(ExtensionManager.ENTRY_POINT_CACHE, "keystoneauth1.plugin", raising=False)
+    opts = placement_options(
+        f"auth_type = sitetoken\nendpoint = {ks.placement_url}\nsite_secret = s3\n"
+    )
+    async with PlacementClient(opts) as client:
+        await client.get_allocation_candidates(ResourceRequest())
+    assert [h["X-Auth-Token"] for h in pl.seen] == ["s3-1", "s3-2"]
