@@ -32,6 +32,8 @@ def placement_warnings(config: Config) -> list[str]:
     """``[placement]`` keys nothing reads (a typo, or an option of another auth plugin)."""
     from asyncsched.placement.auth import plugin_name, unread_options
 
+    if config.placement.auth_section:  # a shared section (keystone_authtoken) has more keys
+        return []
     name = plugin_name(config.placement)
     return [
         f"[placement] {key}: not an option of auth plugin {name} nor of keystoneauth's "

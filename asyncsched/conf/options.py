@@ -127,6 +127,11 @@ class PlacementOptions:
         "v3applicationcredential, v3totp, v3oidc*, http_basic, none, or any plugin installed "
         "as a keystoneauth1.plugin entry point. Unset = none.",
     )
+    auth_section: str | None = opt(
+        None,
+        "Read auth_type and the auth plugin's options from this section instead, as "
+        "keystoneauth does (e.g. keystone_authtoken); session and catalog options stay here.",
+    )
     auth_url: str | None = opt(None, "Keystone endpoint, e.g. http://keystone:5000/v3.")
     username: str | None = opt(None, "User name for password auth.")
     user_id: str | None = opt(None, "User id for password auth.")
@@ -165,6 +170,18 @@ class PlacementOptions:
         "v3totp), written under its own name and read by the auth plugin's keystoneauth loader.",
         rest=True,
     )
+
+
+#: ``[placement]`` options keystoneauth's session and adapter read (never from auth_section).
+KEYSTONE_SESSION_OPTIONS = frozenset(
+    {
+        "cafile", "certfile", "keyfile", "insecure", "timeout", "collect_timing",
+        "split_loggers", "service_type", "service_name", "interface", "valid_interfaces",
+        "region_name", "endpoint_override", "version", "min_version", "max_version",
+        "connect_retries", "connect_retry_delay", "status_code_retries",
+        "status_code_retry_delay", "retriable_status_codes",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import base as ks_identity
 
 from asyncsched.conf.loader import FALSE_WORDS, TRUE_WORDS
-from asyncsched.conf.options import PlacementOptions
+from asyncsched.conf.options import KEYSTONE_SESSION_OPTIONS, PlacementOptions
 from asyncsched.exceptions import ConfigError, PlacementError
 
 LOG = logging.getLogger(__name__)
@@ -94,18 +94,6 @@ def _typed(text: str, opt: ks_loading.Opt) -> Any:
         ) from None
 
 
-# [placement] keys keystoneauth's session and adapter loaders read besides the plugin's own.
-SESSION_ADAPTER_OPTIONS = frozenset(
-    {
-        "cafile", "certfile", "keyfile", "insecure", "timeout", "collect_timing",
-        "split_loggers", "service_type", "service_name", "interface", "valid_interfaces",
-        "region_name", "endpoint_override", "version", "min_version", "max_version",
-        "connect_retries", "connect_retry_delay", "status_code_retries",
-        "status_code_retry_delay", "retriable_status_codes",
-    }
-)  # fmt: skip
-
-
 def unread_options(options: PlacementOptions) -> list[str]:
     """The ``[placement]`` keys neither the plugin nor keystoneauth's session/adapter read."""
     try:
@@ -113,7 +101,7 @@ def unread_options(options: PlacementOptions) -> list[str]:
     except ks_exc.NoMatchingPlugin:
         return []
     read = {n for o in loader.get_options() for n in (o.dest, *(d.dest for d in o.deprecated))}
-    read |= SESSION_ADAPTER_OPTIONS | {"auth_type", "plugin_options"}
+    read |= KEYSTONE_SESSION_OPTIONS | {"auth_type", "auth_section", "plugin_options"}
     typed = [
         name
         for name in PlacementOptions.__dataclass_fields__

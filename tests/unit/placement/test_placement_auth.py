@@ -306,3 +306,27 @@ async def test_a_third_party_entry_point_plugin(
     async with PlacementClient(opts) as client:
         await client.get_allocation_candidates(ResourceRequest())
     assert [h["X-Auth-Token"] for h in pl.seen] == ["s3-1", "s3-2"]
+
+
+async def test_auth_section_reads_the_plugin_from_another_section(
+    peers: tuple[Keystone, Placement],
+) -> None:
+    """``[placement] auth_section = keystone_authtoken``: auth_type and credentials there (with
+    keystonemiddleware's own keys beside them), region and interfaces from [placement]."""
+    ks, _ = peers
+    config = load_string(
+        "[placement]\nauth_section = keystone_authtoken\nregion_name = R1\n"
+        "valid_interfaces = internal\n"
+        f"[keystone_authtoken]\nauth_type = password\nauth_url = {ks.url('/')}\n"
+        "username = nova\npassword = s3cret\nuser_domain_name = Default\n"
+        "project_name = service\nproject_domain_name = Default\n"
+        "www_authenticate_uri = http://keystone:5000\nmemcached_servers = 127.0.0.1:11211\n"
+        "region_name = R2\n"
+    )
+    opts = config.placement
+    assert (opts.auth_type, opts.username, opts.region_name) == ("password", "nova", "R1")
+    async with PlacementClient(opts) as client:
+        assert client.endpoint == ks.placement_url  # R1 internal, not keystone_authtoken's R2
+    assert ks.issued == ["tok-1"]
+    with pytest.raises(ConfigError, match=r"auth_section = 'nowhere': no section \[nowhere\]"):
+        load_string("[placement]\nauth_section = nowhere\n")
