@@ -2,7 +2,7 @@
 #   make demo   local stack (RabbitMQ, PostgreSQL, real Placement) + seeded demo cloud +
 #               asyncsched + a batch boot through the real oslo.messaging client
 #   make test   the whole test suite (ruff, mypy, pytest), as CI runs it
-.PHONY: demo test lint unit bench sample parity
+.PHONY: demo test lint unit bench sample parity keystone
 
 VENV := .venv/bin
 
@@ -22,7 +22,11 @@ lint: bootstrap
 	$(VENV)/ruff check .
 	$(VENV)/mypy
 
-test: bootstrap services lint
+# The real keystone (PyPI) in its own venv, .venv-keystone, for the keystone auth tests.
+keystone:
+	tools/keystone_venv.sh
+
+test: bootstrap services keystone lint
 	$(VENV)/pytest -q -p no:cacheprovider
 
 unit: bootstrap

@@ -10,6 +10,7 @@ what it needs is up:
    scheduler, ``admin/explain_api.py``). ``looplag`` samples event-loop lag for ``/metrics``;
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
+   then ``notifications`` (only when a notification driver is set), which never blocks start;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
 4. ``rpc``: :class:`RPCServer`, the AMQP consumers, calling 3 and feeding fanout casts to 1.
 
@@ -41,6 +42,7 @@ from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
+from asyncsched.notifications import build_notifier
 from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
@@ -221,12 +223,16 @@ def build_daemon(
     registry, metrics = build_registry(snapshot)
     cache = HostStateCache(config, recorder=metrics)
     placement = PlacementClient.from_config(config, recorder=metrics)
+    notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
-    manager = SchedulerManager(config, cache, placement, recorder=metrics)
+    manager = SchedulerManager(config, cache, placement, recorder=metrics, notifier=notifier)
     rpc = RPCServer(config, manager, cache, recorder=metrics)
+    # The notifier is a component only when it sends: it closes after the scheduler, so the
+    # .end notifications of the calls drained at SIGTERM still go out.
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
+        *((notifier,) if notifier.enabled else ()),
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
     )

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from asyncsched import __version__
+from asyncsched import __version__, preflight
 from asyncsched.conf.loader import ConfigSources, LoadedConfig, load
 from asyncsched.conf.render import generate_sample, render_effective
 from asyncsched.exceptions import ConfigError
+from asyncsched.preflight import log_file_error
 
 LOG = logging.getLogger("asyncsched.cli")
 
@@ -78,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the scheduler (systemd Type=notify aware)")
     _add_source_flags(serve)
     check = sub.add_parser(
-        "check-config", help="validate and print the effective configuration, secrets masked"
+        "check-config",
+        help="validate as serve does (filters, weighers, auth plugin ...) and print the "
+        "effective configuration, secrets masked",
     )
     _add_source_flags(check)
     sample = sub.add_parser(
@@ -149,11 +152,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         setup_logging(loaded.config)
     except OSError as exc:
-        print(
-            f"asyncsched: configuration error: [DEFAULT] log_file = "
-            f"{loaded.config.default.log_file!r}: cannot open: {exc.strerror}",
-            file=sys.stderr,
-        )
+        err = log_file_error(str(loaded.config.default.log_file), str(exc.strerror))
+        print(f"asyncsched: configuration error: {err}", file=sys.stderr)
         return EX_CONFIG
     LOG.info(
         "asyncsched %s starting; config files: %s",
@@ -177,6 +177,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     loaded = _load_or_report(args)
     if loaded is None:
         return EX_CONFIG
+    try:
+        warnings = preflight.check(loaded.config)  # what serve would refuse, same line
+    except ConfigError as exc:
+        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
     sys.stdout.write(render_effective(loaded.config, loaded.files))
     if loaded.ignored:
         sys.stdout.write(
@@ -184,6 +189,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             " and were ignored:\n"
         )
         sys.stdout.writelines(f"#   {note}\n" for note in loaded.ignored)
+    for warning in warnings:
+        print(f"asyncsched: warning: {warning}", file=sys.stderr)
     print("# configuration OK", file=sys.stderr)
     return EX_OK
 

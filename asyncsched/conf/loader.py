@@ -328,28 +328,79 @@ def build_config(raw: RawConfig) -> tuple[opts.Config, list[str]]:
     sections: dict[str, Any] = {}
     for ini_name, attr in opts.SECTIONS.items():
         cls = _SECTION_CLASSES[attr]
-        hints = _field_types(cls)
-        given = raw.get(ini_name, {})
-        used: set[str] = set()
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            names = (f.name, *f.metadata.get("deprecated_names", ()))
-            lines = sorted((rv for n in names for rv in given.get(n, [])), key=lambda rv: rv.seq)
-            used.update(n for n in names if n in given)
-            if not lines:
-                continue
-            kwargs[f.name] = _value_of(ini_name, f, hints[f.name], lines, raw)
-        for key, lines in given.items():
-            if key not in used:
-                ignored.append(
-                    f"ignoring option [{ini_name}] {key} ({lines[-1].source}:{lines[-1].lineno}):"
-                    " not used by asyncsched"
-                )
-        sections[attr] = cls(**kwargs)
+        sections[attr] = _build_section(ini_name, cls, raw.get(ini_name, {}), raw, ignored)
+    sections["placement"], auth_section = _with_auth_section(sections["placement"], raw)
     for ini_name in raw:
-        if ini_name not in opts.SECTIONS:
+        if ini_name not in opts.SECTIONS and ini_name != auth_section:
             ignored.append(f"ignoring section [{ini_name}]: not used by asyncsched")
     return opts.Config(**sections), ignored
+
+
+def _build_section(
+    ini_name: str, cls: type, given: dict[str, list[RawValue]], raw: RawConfig, ignored: list[str]
+) -> Any:
+    """One section's dataclass from its lines; unknown keys noted in ``ignored``."""
+    hints = _field_types(cls)
+    used: set[str] = set()
+    kwargs: dict[str, Any] = {}
+    rest_field: str | None = None
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("rest"):
+            rest_field = f.name
+            continue
+        names = (f.name, *f.metadata.get("deprecated_names", ()))
+        lines = sorted((rv for n in names for rv in given.get(n, [])), key=lambda rv: rv.seq)
+        used.update(n for n in names if n in given)
+        if not lines:
+            continue
+        kwargs[f.name] = _value_of(ini_name, f, hints[f.name], lines, raw)
+    if rest_field is not None:
+        kwargs[rest_field] = _rest_of(ini_name, given, used, raw)
+        used.update(given)
+    for key, lines in given.items():
+        if key not in used:
+            ignored.append(
+                f"ignoring option [{ini_name}] {key} ({lines[-1].source}:{lines[-1].lineno}):"
+                " not used by asyncsched"
+            )
+    return cls(**kwargs)
+
+
+def _with_auth_section(
+    placement: opts.PlacementOptions, raw: RawConfig
+) -> tuple[opts.PlacementOptions, str | None]:
+    """keystoneauth's ``auth_section``: auth_type and the plugin's options come from that
+    section; the session and catalog options stay those of ``[placement]``."""
+    if not placement.auth_section:
+        return placement, None
+    name = _normalize_section(placement.auth_section)
+    if name not in raw:
+        raise ConfigError(
+            f"[placement] auth_section = {placement.auth_section!r}: no section [{name}] in the "
+            "configuration files"
+        )
+    auth = _build_section(name, opts.PlacementOptions, raw[name], raw, [])
+    keep = {
+        f.name: getattr(placement, f.name)
+        for f in dataclasses.fields(opts.PlacementOptions)
+        if f.name in opts.KEYSTONE_SESSION_OPTIONS or f.name == "auth_section"
+    }
+    return dataclasses.replace(auth, **keep), name
+
+
+def _rest_of(
+    section: str, given: dict[str, list[RawValue]], used: set[str], raw: RawConfig
+) -> tuple[tuple[str, str], ...]:
+    """The section's keys no field took, as (name, substituted last value), sorted by name.
+
+    An empty value means unset, as for the typed options.
+    """
+    values = (
+        (key, _substitute(lines[-1], section, raw, _where(lines[-1], section, key)).strip())
+        for key, lines in sorted(given.items())
+        if key not in used
+    )
+    return tuple((key, value) for key, value in values if value)
 
 
 def _value_of(
@@ -393,7 +444,7 @@ def _check_special(section: str, name: str, value: Any) -> Any:
             return to_asyncpg_dsn(value)
         except ConfigError as exc:
             raise _BadValue(f"a PostgreSQL URL ({exc})") from None
-    if section == "DEFAULT" and name == "transport_url":
+    if section in ("DEFAULT", "oslo_messaging_notifications") and name == "transport_url":
         _check_transport_url(value)
     if section == "asyncsched" and name == "admin_listen":
         try:

@@ -24,12 +24,14 @@ def opt(
     deprecated_names: tuple[str, ...] = (),
     multi: bool = False,
     sample_default: str | None = None,
+    rest: bool = False,
 ) -> Any:
     """Declare one option. Lists are stored as tuples so sections stay hashable values.
 
     ``multi``: a repeated key accumulates one value per line (oslo MultiStrOpt) instead of
     a comma list where the last line wins. ``sample_default``: what the generated sample
-    shows when the real default depends on the machine (e.g. the host name).
+    shows when the real default depends on the machine (e.g. the host name). ``rest``: the
+    field collects the section's other keys as (name, raw value) pairs instead of ignoring them.
     """
     meta = {
         "help": help,
@@ -41,6 +43,7 @@ def opt(
         "deprecated_names": deprecated_names,
         "multi": multi,
         "sample_default": sample_default,
+        "rest": rest,
     }
     if isinstance(default, list):
         default = tuple(default)
@@ -120,15 +123,14 @@ class PlacementOptions:
 
     auth_type: str | None = opt(
         None,
-        "Authentication plugin: password, v3password, v3applicationcredential, none, noauth.",
-        choices=(
-            "password",
-            "v3password",
-            "applicationcredential",
-            "v3applicationcredential",
-            "none",
-            "noauth",
-        ),
+        "keystoneauth plugin, as in nova: admin_token, password, v3password, v3token, "
+        "v3applicationcredential, v3totp, v3oidc*, http_basic, none, or any plugin installed "
+        "as a keystoneauth1.plugin entry point. Unset = none.",
+    )
+    auth_section: str | None = opt(
+        None,
+        "Read auth_type and the auth plugin's options from this section instead, as "
+        "keystoneauth does (e.g. keystone_authtoken); session and catalog options stay here.",
     )
     auth_url: str | None = opt(None, "Keystone endpoint, e.g. http://keystone:5000/v3.")
     username: str | None = opt(None, "User name for password auth.")
@@ -160,6 +162,26 @@ class PlacementOptions:
     cafile: str | None = opt(None, "CA bundle to verify Placement's certificate.")
     certfile: str | None = opt(None, "Client certificate.")
     keyfile: str | None = opt(None, "Client key.")
+    collect_timing: bool = opt(False, "keystoneauth: collect per-API call timing information.")
+    split_loggers: bool = opt(False, "keystoneauth: log requests to multiple loggers.")
+    plugin_options: tuple[tuple[str, str], ...] = opt(
+        [],
+        "Every other [placement] option (e.g. endpoint and token for admin_token, passcode for "
+        "v3totp), written under its own name and read by the auth plugin's keystoneauth loader.",
+        rest=True,
+    )
+
+
+#: ``[placement]`` options keystoneauth's session and adapter read (never from auth_section).
+KEYSTONE_SESSION_OPTIONS = frozenset(
+    {
+        "cafile", "certfile", "keyfile", "insecure", "timeout", "collect_timing",
+        "split_loggers", "service_type", "service_name", "interface", "valid_interfaces",
+        "region_name", "endpoint_override", "version", "min_version", "max_version",
+        "connect_retries", "connect_retry_delay", "status_code_retries",
+        "status_code_retry_delay", "retriable_status_codes",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +360,39 @@ class OsloMessagingRabbitOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class NotificationsOptions:
+    """``[notifications]``: which notification formats nova services emit."""
+
+    notification_format: str = opt(
+        "unversioned",
+        "unversioned (legacy dicts on [oslo_messaging_notifications] topics), versioned "
+        "(nova objects on versioned_notifications_topics) or both.",
+        choices=("unversioned", "versioned", "both"),
+    )
+    versioned_notifications_topics: tuple[str, ...] = opt(
+        ["versioned_notifications"], "Topics the versioned notifications are sent to."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OsloMessagingNotificationsOptions:
+    """``[oslo_messaging_notifications]``: how notifications are sent (none by default)."""
+
+    driver: tuple[str, ...] = opt(
+        [],
+        "messagingv2, messaging, log or noop; unset or noop sends nothing (nova's default).",
+        multi=True,
+    )
+    transport_url: str | None = opt(
+        None, "Broker for notifications; unset = [DEFAULT] transport_url.", secret=True
+    )
+    topics: tuple[str, ...] = opt(
+        ["notifications"], "Topics the unversioned (legacy) notifications are sent to."
+    )
+    retry: int = opt(-1, "Send attempts per notification; -1 = keep trying within budget.", min=-1)
+
+
+@dataclass(frozen=True, slots=True)
 class AsyncschedOptions:
     """``[asyncsched]``: options of ours with no nova equivalent."""
 
@@ -446,6 +501,8 @@ SECTIONS: dict[str, str] = {
     "compute": "compute",
     "workarounds": "workarounds",
     "oslo_messaging_rabbit": "oslo_messaging_rabbit",
+    "notifications": "notifications",
+    "oslo_messaging_notifications": "oslo_messaging_notifications",
     "asyncsched": "asyncsched",
 }
 
@@ -465,5 +522,9 @@ class Config:
     workarounds: WorkaroundsOptions = field(default_factory=WorkaroundsOptions)
     oslo_messaging_rabbit: OsloMessagingRabbitOptions = field(
         default_factory=OsloMessagingRabbitOptions
+    )
+    notifications: NotificationsOptions = field(default_factory=NotificationsOptions)
+    oslo_messaging_notifications: OsloMessagingNotificationsOptions = field(
+        default_factory=OsloMessagingNotificationsOptions
     )
     asyncsched: AsyncschedOptions = field(default_factory=AsyncschedOptions)

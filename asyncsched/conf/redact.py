@@ -43,3 +43,11 @@ def mask_secrets(text: str) -> str:
     text = mask_url_passwords(text)
     text = _QUOTED_PAIR.sub(lambda m: f"{m['pre']}{MASK}{m['vq']}", text)
     return _BARE_PAIR.sub(lambda m: f"{m['pre']}{MASK}", text)
+
+
+_SECRET_KEY = re.compile(rf"{_SECRET_KEYS}|[\w-]*passcode[\w-]*", re.IGNORECASE)
+
+
+def is_secret_key(name: str) -> bool:
+    """An option name that holds a secret (token, password, client_secret, passcode ...)."""
+    return _SECRET_KEY.fullmatch(name) is not None

@@ -14,7 +14,7 @@ from typing import Any
 
 from asyncsched.conf import options as opts
 from asyncsched.conf.loader import describe_type
-from asyncsched.conf.redact import MASK, mask_url_passwords
+from asyncsched.conf.redact import MASK, is_secret_key, mask_url_passwords
 
 SAMPLE_HEADER = """\
 # asyncsched configuration sample.
@@ -58,6 +58,10 @@ def generate_sample() -> str:
             out.append("\n")
             for line in textwrap.wrap(meta.get("help", ""), 94):
                 out.append(f"# {line}\n")
+            if meta.get("rest"):
+                out.append("# For example, auth_type = admin_token reads:\n#endpoint = <None>\n")
+                out.append("#token = <None>\n")
+                continue
             flags = [describe_type(hints[f.name], meta)]
             if meta.get("mutable"):
                 flags.append("reloadable on SIGHUP")
@@ -87,7 +91,9 @@ def render_effective(config: opts.Config, files: Sequence[str] = ()) -> str:
         for f in dataclasses.fields(section):
             value = getattr(section, f.name)
             secret = bool(f.metadata.get("secret"))
-            if f.metadata.get("multi") and isinstance(value, tuple) and value:
+            if f.metadata.get("rest"):
+                out.extend(f"{k} = {mask_value(v, secret=is_secret_key(k))}" for k, v in value)
+            elif f.metadata.get("multi") and isinstance(value, tuple) and value:
                 out.extend(f"{f.name} = {mask_value(item, secret=secret)}" for item in value)
             else:
                 out.append(f"{f.name} = {mask_value(value, secret=secret)}")

@@ -148,7 +148,13 @@ class PlacementClient:
             )
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
             self._own_session = True
-        self._endpoint = (await self._auth.endpoint(self._session)).rstrip("/")
+        endpoint = await self._auth.endpoint()
+        if not endpoint:
+            raise PlacementError(
+                f"No {self._options.service_type} endpoint found (catalog interfaces "
+                f"{list(self._options.valid_interfaces)}, region {self._options.region_name!r})"
+            )
+        self._endpoint = endpoint.rstrip("/")
         status, body = await self._request("GET", "/", version=None, op="version")
         if status != 200 or not isinstance(body, dict):
             raise PlacementHTTPError.answered(
@@ -196,7 +202,9 @@ class PlacementClient:
 
     @property
     def endpoint(self) -> str:
-        return redact_url(self._endpoint or self._options.endpoint_override or "?")
+        o = self._options
+        configured = o.endpoint_override or dict(o.plugin_options).get("endpoint")
+        return redact_url(self._endpoint or configured or "?")
 
     def supports(self, version: str) -> bool:
         return self.max_version is not None and at_least(self.max_version, version)
@@ -260,9 +268,10 @@ class PlacementClient:
                 headers["OpenStack-API-Version"] = f"placement {version}"
             if data is not None:
                 headers["Content-Type"] = "application/json"
-            token = await self._auth.token(session)
-            if token is not None:
-                headers["X-Auth-Token"] = token
+            try:
+                headers.update(await self._auth.headers())
+            except PlacementError as exc:
+                raise self._fail(exc) from None
             try:
                 async with session.request(
                     method, url, data=data, headers=headers, timeout=self._timeout

@@ -69,6 +69,25 @@ def ssl_context(rabbit: OsloMessagingRabbitOptions, url: TransportURL) -> ssl.SS
     return ctx
 
 
+async def open_connection(
+    rabbit: OsloMessagingRabbitOptions, url: TransportURL, host: BrokerHost, name: str
+) -> AbstractConnection:
+    """One AMQP connection to ``host`` with oslo's heartbeat and TLS, named for the broker UI."""
+    tls = ssl_context(rabbit, url)
+    return await aio_pika.connect(
+        host=host.host,
+        port=host.port,
+        login=host.username,
+        password=host.password,
+        virtualhost=url.virtual_host,
+        ssl=tls is not None,
+        ssl_context=tls,
+        timeout=CONNECT_TIMEOUT,
+        heartbeat=rabbit.heartbeat_timeout_threshold,
+        client_properties={"connection_name": name, "product": "asyncsched"},
+    )
+
+
 class BrokerLink:
     """Connection, topology and consumers for one RPC server; see the module docstring."""
 
@@ -279,22 +298,7 @@ class BrokerLink:
     async def _connect(self, host: BrokerHost) -> None:
         lost = asyncio.Event()
         self._lost = lost
-        tls = ssl_context(self._rabbit, self._url)
-        connection = await aio_pika.connect(
-            host=host.host,
-            port=host.port,
-            login=host.username,
-            password=host.password,
-            virtualhost=self._url.virtual_host,
-            ssl=tls is not None,
-            ssl_context=tls,
-            timeout=CONNECT_TIMEOUT,
-            heartbeat=self._rabbit.heartbeat_timeout_threshold,
-            client_properties={
-                "connection_name": self._connection_name,
-                "product": "asyncsched",
-            },
-        )
+        connection = await open_connection(self._rabbit, self._url, host, self._connection_name)
         self._connection = connection
         self._broker = host
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.objects.models import Aggregate, CellMapping, RequestContext, RequestSpec
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import Claimer
 from asyncsched.placement.query import ResourceRequest
@@ -44,3 +44,9 @@ class Placement(Claimer, Protocol):
     """
 
     async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates: ...
+
+
+class Notifier(Protocol):
+    """Where ``scheduler.select_destinations.start``/``.end`` go; never waits, never raises."""
+
+    def select_destinations(self, phase: str, ctx: RequestContext, spec: RequestSpec) -> None: ...

@@ -44,7 +44,7 @@ from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.interfaces import HostCache, Placement
+from asyncsched.scheduling.interfaces import HostCache, Notifier, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
@@ -153,6 +153,13 @@ class _Request:
         )
 
 
+class _NoNotifications:
+    """nova's default (noop driver): nothing is sent."""
+
+    def select_destinations(self, phase: str, ctx: RequestContext, spec: RequestSpec) -> None:
+        return None
+
+
 class SchedulerManager:
     """The SchedulerAPI implementation (filter scheduler or, by config, the chance driver)."""
 
@@ -166,8 +173,10 @@ class SchedulerManager:
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
         recorder: Recorder = NO_RECORDER,
+        notifier: Notifier | None = None,
     ) -> None:
         self.recorder = recorder
+        self.notifier: Notifier = notifier if notifier is not None else _NoNotifications()
         self.cache = cache
         self.placement = placement
         self.clock = clock
@@ -217,6 +226,22 @@ class SchedulerManager:
     # -- the RPC entry point ---------------------------------------------------------------
 
     async def select_destinations(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        """nova's _select_destinations: start notification, schedule, end notification."""
+        self.notifier.select_destinations("start", ctx, spec)
+        result = await self._select_destinations(
+            ctx, spec, instance_uuids, return_objects, return_alternates
+        )
+        self.notifier.select_destinations("end", ctx, spec)
+        return result
+
+    async def _select_destinations(
         self,
         ctx: RequestContext,
         spec: RequestSpec,

@@ -15,7 +15,7 @@ def parse_setting(setting: tuple[str, ...]) -> list[tuple[str, float]]:
         if not sep or not name:
             continue
         try:
-            out.append((name, float(ratio)))
+            out.append((name, float(ratio)))  # as written, spaces too (nova's parse_options)
         except ValueError:
             continue
     return out

@@ -11,20 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from asyncsched.objects.codec import encode_limits, encode_network_metadata, wrap
-from asyncsched.objects.codec.image import TYPED_PROPS
+from asyncsched.objects.codec import (
+    encode_flavor,
+    encode_image,
+    encode_limits,
+    encode_network_metadata,
+    wrap,
+)
 from asyncsched.objects.host_resources import HostNUMACell, HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import (
     Aggregate,
     Destination,
-    Flavor,
-    ImageMeta,
-    ImageMetaProps,
     InstanceGroup,
     InstanceNUMATopology,
     InstancePCIRequests,
     NetworkRequest,
-    RequestContext,
     RequestGroup,
     RequestLevelParams,
     RequestSpec,
@@ -59,61 +60,6 @@ def encode_instance_list(instance_uuids: Sequence[str], host: str | None = None)
             data["host"] = host
         objects.append(wrap("Instance", data))
     return wrap("InstanceList", {"objects": objects})
-
-
-def encode_flavor(f: Flavor) -> dict[str, Any]:
-    return wrap(
-        "Flavor",
-        {
-            "id": f.id,
-            "name": f.name,
-            "memory_mb": f.memory_mb,
-            "vcpus": f.vcpus,
-            "root_gb": f.root_gb,
-            "ephemeral_gb": f.ephemeral_gb,
-            "flavorid": f.flavorid,
-            "swap": f.swap,
-            "rxtx_factor": f.rxtx_factor,
-            "vcpu_weight": f.vcpu_weight,
-            "disabled": f.disabled,
-            "is_public": f.is_public,
-            "extra_specs": dict(f.extra_specs),
-            "description": f.description,
-        },
-    )
-
-
-def encode_image_props(p: ImageMetaProps) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for name in TYPED_PROPS:
-        val = getattr(p, name)
-        if name == "traits_required":
-            if val:
-                data[name] = sorted(val)
-        elif val is not None:
-            data[name] = val
-    data.update(p.other)
-    return wrap("ImageMetaProps", data)
-
-
-def encode_image(i: ImageMeta) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        name: getattr(i, name)
-        for name in (
-            "id",
-            "name",
-            "status",
-            "disk_format",
-            "container_format",
-            "owner",
-            "size",
-            "min_ram",
-            "min_disk",
-        )
-        if getattr(i, name) is not None
-    }
-    data["properties"] = encode_image_props(i.properties)
-    return wrap("ImageMeta", data)
 
 
 def encode_numa_topology(t: InstanceNUMATopology) -> dict[str, Any]:
@@ -305,32 +251,6 @@ def encode_request_spec(spec: RequestSpec) -> dict[str, Any]:
     if spec.id is not None:
         data["id"] = spec.id
     return wrap("RequestSpec", data)
-
-
-def encode_context(ctx: RequestContext) -> dict[str, Any]:
-    """A context dict (without prefix) as nova's ``RequestContext.to_dict`` shapes it."""
-    out: dict[str, Any] = dict(ctx.raw)
-    out.update(
-        {
-            "request_id": ctx.request_id,
-            "global_request_id": ctx.global_request_id,
-            "user_id": ctx.user_id,
-            "user": ctx.user_id,
-            "project_id": ctx.project_id,
-            "project": ctx.project_id,
-            "user_name": ctx.user_name,
-            "project_name": ctx.project_name,
-            "roles": list(ctx.roles),
-            "is_admin": ctx.is_admin,
-            "read_deleted": ctx.read_deleted,
-            "timestamp": None
-            if ctx.timestamp is None
-            else ctx.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%f"),
-            "remote_address": ctx.remote_address,
-            "auth_token": ctx.auth_token,
-        }
-    )
-    return out
 
 
 def _cell_primitive(c: HostNUMACell) -> dict[str, Any]:

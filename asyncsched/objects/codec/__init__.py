@@ -20,8 +20,13 @@ from asyncsched.objects.codec.casts import (
     decode_aggregates,
     decode_instance_uuids,
 )
-from asyncsched.objects.codec.context import decode_context
-from asyncsched.objects.codec.image import decode_image, decode_image_props
+from asyncsched.objects.codec.context import decode_context, encode_context
+from asyncsched.objects.codec.image import (
+    decode_image,
+    decode_image_props,
+    encode_image,
+    encode_image_props,
+)
 from asyncsched.objects.codec.legacy import request_spec_from_legacy
 from asyncsched.objects.codec.limits import (
     decode_limits,
@@ -31,7 +36,11 @@ from asyncsched.objects.codec.limits import (
     limits_to_dict,
 )
 from asyncsched.objects.codec.primitives import MAX_DEPTH, OBJECT_VERSIONS, CodecError, unwrap, wrap
-from asyncsched.objects.codec.request_spec import decode_flavor, decode_request_spec
+from asyncsched.objects.codec.request_spec import (
+    decode_flavor,
+    decode_request_spec,
+    encode_flavor,
+)
 from asyncsched.objects.codec.selection import (
     decode_selection,
     encode_selection,
@@ -54,6 +63,10 @@ __all__ = [
     "decode_network_metadata",
     "decode_request_spec",
     "decode_selection",
+    "encode_context",
+    "encode_flavor",
+    "encode_image",
+    "encode_image_props",
     "encode_limits",
     "encode_network_metadata",
     "encode_selection",

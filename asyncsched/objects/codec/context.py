@@ -62,3 +62,29 @@ def decode_context(message: Mapping[str, Any]) -> RequestContext:
         auth_token=_ctx_str(token),
         raw=ctx,
     )
+
+
+def encode_context(ctx: RequestContext) -> dict[str, Any]:
+    """A context dict (without prefix) as nova's ``RequestContext.to_dict`` shapes it."""
+    out: dict[str, Any] = dict(ctx.raw)
+    out.update(
+        {
+            "request_id": ctx.request_id,
+            "global_request_id": ctx.global_request_id,
+            "user_id": ctx.user_id,
+            "user": ctx.user_id,
+            "project_id": ctx.project_id,
+            "project": ctx.project_id,
+            "user_name": ctx.user_name,
+            "project_name": ctx.project_name,
+            "roles": list(ctx.roles),
+            "is_admin": ctx.is_admin,
+            "read_deleted": ctx.read_deleted,
+            "timestamp": None
+            if ctx.timestamp is None
+            else ctx.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%f"),
+            "remote_address": ctx.remote_address,
+            "auth_token": ctx.auth_token,
+        }
+    )
+    return out

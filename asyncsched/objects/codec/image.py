@@ -19,6 +19,7 @@ from asyncsched.objects.codec.primitives import (
     opt_str,
     str_set,
     unwrap,
+    wrap,
 )
 from asyncsched.objects.models import ImageMeta, ImageMetaProps
 
@@ -110,3 +111,38 @@ def decode_glance_image(value: Any, path: str) -> ImageMeta | None:
     fields = glance_props_fields(raw_props)
     image_fields = {k: v for k, v in d.items() if k != "properties"}
     return _image(image_fields, path, image_props_from_fields(fields, f"{path}.properties"))
+
+
+def encode_image_props(p: ImageMetaProps) -> dict[str, Any]:
+    """ImageMetaProps primitive: the set properties only (notifications, tests)."""
+    data: dict[str, Any] = {}
+    for name in TYPED_PROPS:
+        val = getattr(p, name)
+        if name == "traits_required":
+            if val:
+                data[name] = sorted(val)
+        elif val is not None:
+            data[name] = val
+    data.update(p.other)
+    return wrap("ImageMetaProps", data)
+
+
+def encode_image(i: ImageMeta) -> dict[str, Any]:
+    """ImageMeta primitive with the fields that are set (notifications, tests)."""
+    data: dict[str, Any] = {
+        name: getattr(i, name)
+        for name in (
+            "id",
+            "name",
+            "status",
+            "disk_format",
+            "container_format",
+            "owner",
+            "size",
+            "min_ram",
+            "min_disk",
+        )
+        if getattr(i, name) is not None
+    }
+    data["properties"] = encode_image_props(i.properties)
+    return wrap("ImageMeta", data)

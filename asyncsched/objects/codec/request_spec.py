@@ -27,6 +27,7 @@ from asyncsched.objects.codec.primitives import (
     str_set,
     str_tuple,
     unwrap,
+    wrap,
 )
 from asyncsched.objects.models import (
     CellMapping,
@@ -339,4 +340,27 @@ def decode_request_spec(value: Any, path: str = "spec_obj") -> RequestSpec:
         requested_networks=_decode_networks(
             d.get("requested_networks"), f"{path}.requested_networks"
         ),
+    )
+
+
+def encode_flavor(f: Flavor) -> dict[str, Any]:
+    """Flavor primitive, every field but projects (notifications, tests)."""
+    return wrap(
+        "Flavor",
+        {
+            "id": f.id,
+            "name": f.name,
+            "memory_mb": f.memory_mb,
+            "vcpus": f.vcpus,
+            "root_gb": f.root_gb,
+            "ephemeral_gb": f.ephemeral_gb,
+            "flavorid": f.flavorid,
+            "swap": f.swap,
+            "rxtx_factor": f.rxtx_factor,
+            "vcpu_weight": f.vcpu_weight,
+            "disabled": f.disabled,
+            "is_public": f.is_public,
+            "extra_specs": dict(f.extra_specs),
+            "description": f.description,
+        },
     )

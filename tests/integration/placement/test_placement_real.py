@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid as uuidlib
 from collections.abc import AsyncIterator, Mapping
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from keystoneauth1 import fixture
 
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.exceptions import AllocationUpdateFailed
@@ -29,6 +31,8 @@ from asyncsched.placement.errors import PlacementHTTPError
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
 from tests.support.placement_server import PlacementServer
+
+HOUR = datetime.timedelta(hours=1)
 
 pytestmark = pytest.mark.integration
 CTX = RequestContext(user_id="u", project_id="p")
@@ -315,30 +319,27 @@ async def test_claim_batch_multi_create_and_rollback(
 async def test_keystone_token_flow_to_real_placement(
     placement_server: PlacementServer,
 ) -> None:
-    """A small keystone stand-in issues the token and the catalog; Placement is the real one."""
+    """keystoneauth's generic password plugin: discovery, token and catalog from a local
+    keystone answering with keystoneauth1.fixture documents; Placement is the real one."""
     issued: list[float] = []
+
+    async def discovery(request: web.Request) -> web.Response:
+        return web.json_response({"version": fixture.V3Discovery(str(request.url))})
 
     async def tokens(request: web.Request) -> web.Response:
         body = await request.json()
         assert body["auth"]["identity"]["password"]["user"]["password"] == "pw"
         issued.append(time.time())
-        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
-        catalog = [
-            {
-                "type": "placement",
-                "endpoints": [
-                    {"interface": "internal", "region_id": "RegionOne", "url": placement_server.url}
-                ],
-            }
-        ]
-        # noauth2 Placement treats the token 'admin' as an admin user.
-        return web.json_response(
-            {"token": {"expires_at": expires, "catalog": catalog}},
-            status=201,
-            headers={"X-Subject-Token": "admin"},
+        token = fixture.V3Token(expires=datetime.datetime.now(datetime.UTC) + HOUR)
+        token.set_project_scope(name="service")
+        token.add_service("placement").add_endpoint(
+            "internal", placement_server.url, region="RegionOne"
         )
+        # noauth2 Placement treats the token 'admin' as an admin user.
+        return web.json_response(token, status=201, headers={"X-Subject-Token": "admin"})
 
     app = web.Application()
+    app.router.add_get("/identity/v3", discovery)
     app.router.add_post("/identity/v3/auth/tokens", tokens)
     keystone = TestServer(app, host="127.0.0.1")
     await keystone.start_server()
@@ -348,7 +349,9 @@ async def test_keystone_token_flow_to_real_placement(
             auth_url=str(keystone.make_url("/identity/v3")),
             username="nova",
             password="pw",
+            user_domain_name="Default",
             project_name="service",
+            project_domain_name="Default",
             region_name="RegionOne",
         )
         async with PlacementClient(opts) as c:

@@ -99,7 +99,9 @@ def test_real_nova_conf_ignores_unknown_with_one_note_each(
         assert unknown in notes
     for section in ("[vnc]", "[keystone_authtoken]", "[libvirt]", "[neutron]", "[cache]"):
         assert f"ignoring section {section}" in notes
-    assert "[placement] os_interface" in notes
+    # [placement] keys that are not ours go to the keystoneauth plugin loader, not ignored
+    assert "[placement] os_interface" not in notes
+    assert ("os_interface", "internal") in loaded.config.placement.plugin_options
     assert "[workarounds] disable_group_policy_check_upcall" in notes
     assert len(loaded.ignored) == len(set(loaded.ignored))
     with caplog.at_level(logging.DEBUG, logger="asyncsched.conf.loader"):
@@ -259,7 +261,6 @@ BAD_VALUES = [
     ("DEFAULT", "initial_cpu_allocation_ratio", "", "an empty value is not allowed"),
     ("asyncsched", "refresh_jitter", "1.5", "a number between 0 and 1"),
     ("asyncsched", "driver", "caching_scheduler", "one of filter_scheduler, chance"),
-    ("placement", "auth_type", "token", "one of password, v3password"),
     ("placement", "auth_url", "keystone:5000", "an http:// or https:// URL"),
     ("placement", "endpoint_override", "ftp://placement", "an http:// or https:// URL"),
     ("placement", "valid_interfaces", "internal,private", "public, internal, admin"),

@@ -8,7 +8,6 @@ import logging
 import random
 import re
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,7 +22,6 @@ from asyncsched.exceptions import (
     ConfigError,
     PlacementError,
 )
-from asyncsched.placement.auth import find_endpoint
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
 from asyncsched.placement.client import PlacementClient
@@ -421,170 +419,6 @@ async def test_delete_404_is_fine_and_failures_are_loud(
         await client.rollback(["ok1", "broken", "ok2", "ok1"])
     assert calls["broken"] == 4 and calls["ok1"] == 1 and calls["ok2"] == 1
     assert "LEAKED ALLOCATION" in caplog.text and "broken" in caplog.text
-
-
-# ---- keystone ----
-
-
-class FakeKeystone:
-    """Keystone's POST /v3/auth/tokens, issuing short-lived numbered tokens."""
-
-    def __init__(self, lifetime: float = 3600.0) -> None:
-        self.lifetime = lifetime
-        self.issued: list[str] = []
-        self.bodies: list[dict[str, Any]] = []
-        self.placement_url = ""
-
-    async def tokens(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.bodies.append(body)
-        ident = body["auth"]["identity"]
-        if "password" in ident and ident["password"]["user"].get("password") != "s3cret":
-            return web.json_response({"error": {"code": 401}}, status=401)
-        token = f"tok-{len(self.issued) + 1}"
-        self.issued.append(token)
-        expires = time.strftime(
-            "%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(time.time() + self.lifetime)
-        )
-        catalog = [
-            {"type": "compute", "endpoints": [{"interface": "internal", "url": "http://nova"}]},
-            {
-                "type": "placement",
-                "name": "placement",
-                "endpoints": [
-                    {"interface": "public", "region": "R1", "url": "http://public-wrong"},
-                    {"interface": "internal", "region": "R2", "url": "http://other-region"},
-                    {"interface": "internal", "region": "R1", "url": self.placement_url},
-                ],
-            },
-        ]
-        return web.json_response(
-            {"token": {"expires_at": expires, "catalog": catalog}},
-            status=201,
-            headers={"X-Subject-Token": token},
-        )
-
-
-async def test_keystone_token_catalog_and_401_renewal(stack: list[Any]) -> None:
-    ks = FakeKeystone()
-    valid: set[str] = set()
-
-    async def cands(request: web.Request) -> web.Response:
-        token = request.headers.get("X-Auth-Token", "")
-        if token not in valid:
-            return web.json_response({"error": "unauthorized"}, status=401)
-        return web.json_response({"allocation_requests": [], "provider_summaries": {}})
-
-    async def root(request: web.Request) -> web.Response:
-        valid.add(request.headers.get("X-Auth-Token", ""))
-        return web.json_response(VERSIONS)
-
-    papp = web.Application()
-    papp.router.add_get("/placement/", root)
-    papp.router.add_get("/placement/allocation_candidates", cands)
-    psrv = TestServer(papp, host="127.0.0.1")
-    await psrv.start_server()
-    stack.append(psrv)
-    ks.placement_url = str(psrv.make_url("/placement"))
-    kapp = web.Application()
-    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
-    ksrv = TestServer(kapp, host="127.0.0.1")
-    await ksrv.start_server()
-    stack.append(ksrv)
-
-    opts = PlacementOptions(
-        auth_type="password",
-        auth_url=str(ksrv.make_url("/v3")),
-        username="nova",
-        password="s3cret",
-        user_domain_name="Default",
-        project_name="service",
-        project_domain_name="Default",
-        region_name="R1",
-        valid_interfaces=("internal", "public"),
-    )
-    client = PlacementClient(opts)
-    stack.append(client)
-    await client.start()
-    assert client.endpoint == ks.placement_url
-    assert ks.bodies[0]["auth"]["scope"] == {
-        "project": {"name": "service", "domain": {"name": "Default"}}
-    }
-    await client.get_allocation_candidates(ResourceRequest())
-    assert ks.issued == ["tok-1"]  # cached
-    valid.clear()  # the token is revoked: the next call gets a 401, renews, succeeds
-    valid.add("tok-2")
-    await client.get_allocation_candidates(ResourceRequest())
-    assert ks.issued == ["tok-1", "tok-2"]
-
-
-async def test_keystone_token_renewed_before_expiry(stack: list[Any]) -> None:
-    ks = FakeKeystone(lifetime=1.0)  # shorter than the renewal margin: renewed at half-life
-    kapp = web.Application()
-    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
-    ksrv = TestServer(kapp, host="127.0.0.1")
-    await ksrv.start_server()
-    stack.append(ksrv)
-    psrv = await serve({})
-    stack.append(psrv)
-    opts = PlacementOptions(
-        auth_type="v3applicationcredential",
-        auth_url=str(ksrv.make_url("")),
-        application_credential_id="ac-1",
-        application_credential_secret="very-secret",
-        endpoint_override=str(psrv.make_url("")),
-    )
-    client = PlacementClient(opts)
-    stack.append(client)
-    await client.start()
-    assert ks.bodies[0]["auth"]["identity"] == {
-        "methods": ["application_credential"],
-        "application_credential": {"id": "ac-1", "secret": "very-secret"},
-    }
-    await asyncio.sleep(0.7)
-    await client._request("GET", "/", version=None)
-    assert len(ks.issued) == 2
-
-
-async def test_keystone_refusal_never_leaks_the_password(
-    stack: list[Any], caplog: pytest.LogCaptureFixture
-) -> None:
-    ks = FakeKeystone()
-    kapp = web.Application()
-    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
-    ksrv = TestServer(kapp, host="127.0.0.1")
-    await ksrv.start_server()
-    stack.append(ksrv)
-    opts = PlacementOptions(
-        auth_type="password",
-        auth_url=str(ksrv.make_url("/v3")),
-        username="nova",
-        password="WRONG-pw",
-    )
-    client = PlacementClient(opts)
-    stack.append(client)
-    with caplog.at_level(logging.DEBUG), pytest.raises(PlacementError) as err:
-        await client.start()
-    assert "HTTP 401" in str(err.value)
-    assert "WRONG-pw" not in str(err.value) and "WRONG-pw" not in caplog.text
-    assert "WRONG-pw" not in repr(client.health())
-
-
-def test_find_endpoint_interface_order_and_region() -> None:
-    catalog = [
-        {
-            "type": "placement",
-            "endpoints": [
-                {"interface": "public", "region_id": "R1", "url": "pub"},
-                {"interface": "admin", "region_id": "R1", "url": "adm"},
-            ],
-        }
-    ]
-    kw: dict[str, Any] = {"service_type": "placement", "service_name": None, "region": "R1"}
-    assert find_endpoint(catalog, interfaces=("internal", "public"), **kw) == "pub"
-    assert find_endpoint(catalog, interfaces=("adminURL",), **kw) == "adm"
-    assert find_endpoint(catalog, interfaces=("internal",), **kw) is None
-    assert find_endpoint(catalog, interfaces=("public",), **{**kw, "region": "R9"}) is None
 
 
 # ---- ClaimBatch ----

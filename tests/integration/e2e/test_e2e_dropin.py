@@ -1,0 +1,139 @@
+"""The operator's nova.conf as nova-scheduler ran it: ``[placement] auth_type = admin_token``
+with ``endpoint`` and ``token``, and notifications on. ``asyncsched serve`` loads it unchanged,
+nova-conductor's real oslo.messaging client calls it, claims land in the real Placement (noauth2:
+only the token ``admin`` may read candidates and claim), and the real oslo.messaging notification
+listener receives scheduler.select_destinations.start/.end in both formats."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from asyncsched.conf import load_string
+from asyncsched.conf.options import PlacementOptions
+from asyncsched.exceptions import PlacementError
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.query import ResourceRequest
+from tests.integration.e2e.checks import check_allocations, check_selections
+from tests.integration.e2e.conftest import SeededStack
+from tests.integration.e2e.test_e2e_serve import AZ1, SMALL, Daemon
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.notification_listener import NotificationListener
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+
+def nova_conf(stack: SeededStack, module_amqp_url: str, host: str) -> str:
+    """What nova-scheduler was given: keystoneauth's admin_token plugin, notifications on."""
+    base = config_file_text(
+        daemon_config(
+            transport_url=module_amqp_url,
+            api_url=stack.db.api_url,
+            placement=PlacementOptions(auth_type="none", endpoint_override="http://unused"),
+            scheduler_host=host,
+            refresh_interval=3600.0,
+            full_resync_interval=3600.0,
+        )
+    )
+    base = base.replace(
+        "auth_type = none\nendpoint_override = http://unused\n",
+        f"auth_type = admin_token\nendpoint = {stack.placement.url}\ntoken = admin\n"
+        "region_name = RegionOne\nvalid_interfaces = internal\n",
+    )
+    return base + (
+        "[oslo_messaging_notifications]\ndriver = messagingv2\n"
+        "[notifications]\nnotification_format = both\n"
+    )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def listener(module_amqp_url: str) -> AsyncIterator[NotificationListener]:
+    lst = await asyncio.to_thread(
+        NotificationListener, module_amqp_url, ["notifications", "versioned_notifications"]
+    )
+    try:
+        yield lst
+    finally:
+        await asyncio.to_thread(lst.close)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def serve(
+    seeded: SeededStack,
+    module_amqp_url: str,
+    listener: NotificationListener,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[Daemon, str]]:
+    tmp = tmp_path_factory.mktemp("dropin")
+    host = f"e2e-dropin-{uuid.uuid4().hex[:8]}"
+    conf = tmp / "nova.conf"
+    conf.write_text(nova_conf(seeded, module_amqp_url, host))
+    daemon = Daemon(conf, tmp / "stderr.log")
+    daemon.start()
+    try:
+        await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
+        yield daemon, host
+    except BaseException:
+        print(daemon.stderr())
+        raise
+    finally:
+        daemon.stop()
+
+
+async def test_admin_token_nova_conf_serves_novas_client_and_notifies(
+    serve: tuple[Daemon, str],
+    seeded: SeededStack,
+    module_amqp_url: str,
+    listener: NotificationListener,
+) -> None:
+    daemon, host = serve
+    client = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    try:
+        spec = request_spec_primitive(
+            num_instances=3,
+            memory_mb=2048,
+            vcpus=1,
+            root_gb=20,
+            group_policy=None,
+            availability_zone="az1",
+        )
+        uuids = [str(uuid.uuid4()) for _ in range(3)]
+        sels = decode_reply(await asyncio.to_thread(client.select_destinations, spec, uuids))
+    finally:
+        client.close()
+    check_selections(seeded.cloud, sels, uuids, AZ1, az="az1")
+    await check_allocations(seeded.placement, sels, uuids, SMALL)
+    got = await asyncio.to_thread(listener.wait_for, 4)
+    events = sorted((publisher, event) for _, publisher, event, _, _ in got)
+    assert events == [
+        (f"nova-scheduler:{host}", "scheduler.select_destinations.end"),
+        (f"nova-scheduler:{host}", "scheduler.select_destinations.start"),
+        (f"scheduler.{host}", "scheduler.select_destinations.end"),
+        (f"scheduler.{host}", "scheduler.select_destinations.start"),
+    ]
+    spec_uuid = spec["nova_object.data"]["instance_uuid"]
+    for _, publisher, _, payload, _ in got:
+        if publisher.startswith("nova-scheduler:"):
+            data = payload["nova_object.data"]
+            assert data["instance_uuid"] == spec_uuid and data["num_instances"] == 3
+        else:
+            props = payload["request_spec"]["instance_properties"]
+            assert props["uuid"] == spec_uuid
+    assert "Traceback" not in daemon.stderr()
+
+
+async def test_the_token_is_what_placement_judges(seeded: SeededStack) -> None:
+    """The same plugin with another token is refused by the real Placement: the header is
+    the configured token, not something asyncsched makes up."""
+    opts = load_string(
+        f"[placement]\nauth_type = admin_token\nendpoint = {seeded.placement.url}\n"
+        "token = not-an-admin\n"
+    ).placement
+    async with PlacementClient(opts) as client:  # GET / needs no role
+        with pytest.raises(PlacementError, match="HTTP 403"):
+            await client.get_allocation_candidates(ResourceRequest())
