@@ -5,6 +5,8 @@ what it needs is up:
 
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
+   then ``placement_mirror`` (when ``[placement_database] connection`` is set): Placement's
+   providers loaded into memory, and ``candidates``, which answers from it or asks Placement;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
 4. ``rpc``: :class:`RPCServer`, the AMQP consumers, calling 3 and feeding fanout casts to 1.
 
@@ -31,9 +33,11 @@ from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
+from asyncsched.scheduling.candidates import CandidateSource
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service
 from asyncsched.state.cache import HostStateCache
+from asyncsched.state.placement_mirror import PlacementMirror
 
 LOG = logging.getLogger(__name__)
 
@@ -174,6 +178,8 @@ class Daemon:
     manager: SchedulerManager
     rpc: RPCServer
     components: tuple[Component, ...]
+    candidates: CandidateSource | None = None
+    mirror: PlacementMirror | None = None
 
 
 def build_daemon(config: Config) -> Daemon:
@@ -192,15 +198,19 @@ def build_daemon(config: Config) -> Daemon:
         )
     cache = HostStateCache(config)
     placement = PlacementClient.from_config(config)
-    manager = SchedulerManager(config, cache, placement)  # loads filters/weighers: ConfigError
+    mirror = PlacementMirror.from_config(config)
+    candidates = CandidateSource(placement, mirror)  # the mirror, else the shared GET
+    manager = SchedulerManager(config, cache, candidates)  # loads filters/weighers: ConfigError
     rpc = RPCServer(config, manager, cache)
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
+        *((mirror,) if mirror is not None else ()),
+        candidates,
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
     )
-    return Daemon(cache, placement, manager, rpc, components)
+    return Daemon(cache, placement, manager, rpc, components, candidates, mirror)
 
 
 def build_components(config: Config) -> list[Component]:

@@ -1,0 +1,172 @@
+"""``GET /allocation_candidates`` answered from the Placement mirror, for the shapes it can
+answer exactly.
+
+The shape is the ordinary compute-node request: one unsuffixed group with resources, each
+requested class offered only by root providers and by no sharing provider, so every candidate
+is one root holding the whole request. Placement's rules for it, read from its
+``research_context`` and ``allocation_candidate`` modules:
+
+- a class fits when ``used + amount <= (total - reserved) * allocation_ratio`` and
+  ``min_unit <= amount <= max_unit`` and ``amount % step_size == 0``;
+- required traits all on the provider, forbidden ones absent; ``member_of`` lists each need
+  one aggregate of the provider, ``!in:`` aggregates none; ``in_tree`` names the tree;
+- ``root_required`` / ``root_forbidden`` filter by the root's traits. When Placement has no
+  nested and no sharing provider at all it takes its single-provider path, which builds the
+  summaries *before* applying them, so those summaries also list roots they rejected;
+- ``provider_summaries`` (1.36) has every provider of each candidate's tree: capacity
+  ``int((total - reserved) * ratio)`` and used of every class it has inventory of, its traits,
+  parent and root uuids. ``mappings`` is ``{"": [rp]}``.
+
+No ``limit``: every matching host is returned (Placement's limit spares Placement, and a
+random thousand may not hold the best host). Anything else returns the reason it is left to
+Placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from asyncsched.objects.models import RequestGroup
+from asyncsched.placement.client import CANDIDATES_VERSION, Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.state.placement_mirror import MirrorState, Provider
+
+Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """The request is not one the mirror answers exactly: ask Placement, for this reason."""
+
+    reason: str
+
+
+def shape(request: ResourceRequest, state: MirrorState) -> RequestGroup | Fallback:
+    """The one group the mirror can answer, or why Placement must."""
+    groups = request.groups
+    if len(groups) != 1 or groups[0].requester_id or groups[0].use_same_provider:
+        return Fallback("granular request groups")
+    if request.same_subtree:
+        return Fallback("same_subtree")
+    g = groups[0]
+    if not g.resources:
+        return Fallback("resourceless request group")
+    for rc in g.resources:
+        if rc not in state.known_classes:
+            return Fallback(f"resource class {rc} unknown to the mirror")
+        if rc in state.nested_classes:
+            return Fallback(f"{rc} offered by a nested provider")
+        if rc in state.shared_classes:
+            return Fallback(f"{rc} offered by a sharing provider")
+    traits = g.required_traits | g.forbidden_traits | request.root_required | request.root_forbidden
+    unknown = traits - state.known_traits
+    if unknown:
+        return Fallback(f"trait {sorted(unknown)[0]} unknown to the mirror")
+    if g.in_tree is not None and g.in_tree not in state.by_uuid:
+        return Fallback("in_tree provider unknown to the mirror")
+    return g
+
+
+class LocalCandidates:
+    """Computes candidates over a state; keeps a per-class index of roots for the last state."""
+
+    def __init__(self) -> None:
+        self._indexed: MirrorState | None = None
+        self._roots_with: dict[str, list[Provider]] = {}
+
+    def _index(self, state: MirrorState) -> dict[str, list[Provider]]:
+        if self._indexed is not state:
+            roots: dict[str, list[Provider]] = {}
+            for p in state.providers.values():
+                if p.is_root:
+                    for rc in p.inventories:
+                        roots.setdefault(rc, []).append(p)
+            self._roots_with, self._indexed = roots, state
+        return self._roots_with
+
+    def compute(
+        self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
+    ) -> Candidates | Fallback:
+        g = shape(request, state)
+        if isinstance(g, Fallback):
+            return g
+        pending = pending or {}
+        wanted = sorted(g.resources.items())
+        roots = self._index(state)
+        first = min(wanted, key=lambda kv: len(roots.get(kv[0], ())))[0]
+        pool: list[Provider] = roots.get(first, [])
+        if g.in_tree is not None:
+            tree_root = state.providers[state.by_uuid[g.in_tree]].root_id
+            pool = [p for p in pool if p.id == tree_root]
+        required, forbidden = g.required_traits, g.forbidden_traits
+        member_of = [frozenset(any_of) for any_of in g.aggregates]
+        not_in = g.forbidden_aggregates
+        root_req, root_forb = request.root_required, request.root_forbidden
+        usage = state.usage
+        matched: list[Provider] = []
+        anchored: list[Provider] = []
+        for p in pool:
+            traits = p.traits
+            if not required <= traits or forbidden & traits:
+                continue
+            aggs = p.aggregates
+            if not all(aggs & any_of for any_of in member_of) or not_in & aggs:
+                continue
+            mine = pending.get(p.uuid)
+            invs = p.inventories
+            for rc, amount in wanted:
+                inv = invs.get(rc)
+                used = usage.get((p.id, rc), 0) + (mine.get(rc, 0) if mine else 0)
+                if inv is None or not inv.fits(used, amount):
+                    break
+            else:
+                matched.append(p)
+                if root_req <= traits and not root_forb & traits:
+                    anchored.append(p)
+        single_path = not state.has_trees and not state.has_sharing
+        summarised = matched if single_path else anchored
+        return _candidates(state, anchored, summarised, dict(g.resources), pending)
+
+
+def _candidates(
+    state: MirrorState,
+    anchored: list[Provider],
+    summarised: list[Provider],
+    resources: dict[str, int],
+    pending: Pending,
+) -> Candidates:
+    areqs: list[dict[str, Any]] = []
+    by_rp: dict[str, list[dict[str, Any]]] = {}
+    for p in anchored:
+        ar = {"allocations": {p.uuid: {"resources": resources}}, "mappings": {"": [p.uuid]}}
+        areqs.append(ar)
+        by_rp[p.uuid] = [ar]
+    summaries: dict[str, Any] = {}
+    providers = state.providers
+    for root in summarised:
+        for rp_id in state.tree_of(root.id):
+            p = providers[rp_id]
+            summaries[p.uuid] = summary(state, p, pending.get(p.uuid))
+    return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
+
+
+def summary(
+    state: MirrorState, p: Provider, pending: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """One provider's entry in ``provider_summaries`` at microversion 1.36."""
+    usage = state.usage
+    parent = state.providers[p.parent_id].uuid if p.parent_id is not None else None
+    return {
+        "resources": {
+            rc: {
+                "capacity": inv.capacity,
+                "used": usage.get((p.id, rc), 0) + (pending.get(rc, 0) if pending else 0),
+            }
+            for rc, inv in p.inventories.items()
+        },
+        "traits": sorted(p.traits),
+        "parent_provider_uuid": parent,
+        "root_provider_uuid": state.providers[p.root_id].uuid,
+    }
