@@ -205,8 +205,7 @@ def build_daemon(config: Config) -> Daemon:
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
-        *((mirror,) if mirror is not None else ()),
-        candidates,
+        *((mirror, candidates) if mirror is not None else ()),
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
     )
