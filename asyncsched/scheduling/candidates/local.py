@@ -10,10 +10,9 @@ is one root holding the whole request. Placement's rules for it, read from its
   ``min_unit <= amount <= max_unit`` and ``amount % step_size == 0``;
 - required traits all on the provider, forbidden ones absent; ``member_of`` lists each need
   one aggregate of the provider, ``!in:`` aggregates none; ``in_tree`` names the tree;
-- ``root_required`` / ``root_forbidden`` filter by the root's traits. When Placement has no
-  nested and no sharing provider at all it takes its single-provider path, which builds the
-  summaries *before* applying them, so those summaries also list roots they rejected;
-- ``provider_summaries`` (1.36) has every provider of each candidate's tree: capacity
+- ``root_required`` / ``root_forbidden`` filter by the root's traits;
+- ``provider_summaries`` (1.36) has every provider of each candidate's tree, and only of
+  those (``_merge_candidates`` trims them to the trees of the allocation requests): capacity
   ``int((total - reserved) * ratio)`` and used of every class it has inventory of, its traits,
   parent and root uuids. ``mappings`` is ``{"": [rp]}``.
 
@@ -105,7 +104,6 @@ class LocalCandidates:
         not_in = g.forbidden_aggregates
         root_req, root_forb = request.root_required, request.root_forbidden
         usage = state.usage
-        matched: list[Provider] = []
         anchored: list[Provider] = []
         for p in pool:
             traits = p.traits
@@ -122,20 +120,13 @@ class LocalCandidates:
                 if inv is None or not inv.fits(used, amount):
                     break
             else:
-                matched.append(p)
                 if root_req <= traits and not root_forb & traits:
                     anchored.append(p)
-        single_path = not state.has_trees and not state.has_sharing
-        summarised = matched if single_path else anchored
-        return _candidates(state, anchored, summarised, dict(g.resources), pending)
+        return _candidates(state, anchored, dict(g.resources), pending)
 
 
 def _candidates(
-    state: MirrorState,
-    anchored: list[Provider],
-    summarised: list[Provider],
-    resources: dict[str, int],
-    pending: Pending,
+    state: MirrorState, anchored: list[Provider], resources: dict[str, int], pending: Pending
 ) -> Candidates:
     areqs: list[dict[str, Any]] = []
     by_rp: dict[str, list[dict[str, Any]]] = {}
@@ -145,7 +136,7 @@ def _candidates(
         by_rp[p.uuid] = [ar]
     summaries: dict[str, Any] = {}
     providers = state.providers
-    for root in summarised:
+    for root in anchored:
         for rp_id in state.tree_of(root.id):
             p = providers[rp_id]
             summaries[p.uuid] = summary(state, p, pending.get(p.uuid))

@@ -128,22 +128,17 @@ def test_in_tree_names_one_tree() -> None:
     assert isinstance(lc.compute(s, request(in_tree="unknown")), Fallback)
 
 
-def test_root_required_summaries_follow_placements_path() -> None:
+def test_root_required_and_forbidden_filter_and_summarise_only_the_chosen_roots() -> None:
     c = Cloud()
     c.compute("gold", traits=("OWNER_NOVA", "CUSTOM_GOLD"))
     c.compute("plain")
-    req = request(root_required=["CUSTOM_GOLD"])
-    got = LocalCandidates().compute(c.state(), req)
+    got = LocalCandidates().compute(c.state(), request(root_required=["CUSTOM_GOLD"]))
     assert hosts(got) == {"gold"}
-    # No nested and no sharing provider anywhere: Placement's single-provider path built the
-    # summaries before the root filter, so the rejected root is summarised too.
-    assert isinstance(got, Candidates) and set(got.provider_summaries) == {"gold", "plain"}
-    c.compute("other")
-    c.add("other-child", {"CUSTOM_GPU": inv(1)}, parent="other")
-    got = LocalCandidates().compute(c.state(), req)
+    # Placement trims the summaries to the trees of its allocation requests.
     assert isinstance(got, Candidates) and set(got.provider_summaries) == {"gold"}
     forb = LocalCandidates().compute(c.state(), request(root_forbidden=["CUSTOM_GOLD"]))
-    assert hosts(forb) == {"plain", "other"}
+    assert hosts(forb) == {"plain"}
+    assert isinstance(forb, Candidates) and set(forb.provider_summaries) == {"plain"}
 
 
 def test_summaries_list_every_provider_of_a_candidates_tree() -> None:
