@@ -33,6 +33,8 @@ from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
+#: request shapes (amounts per class) whose allocation requests are kept for reuse
+AREQ_SHAPES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +71,17 @@ def shape(request: ResourceRequest, state: MirrorState) -> RequestGroup | Fallba
 
 
 class LocalCandidates:
-    """Computes candidates over a state; keeps a per-class index of roots for the last state."""
+    """Computes candidates over a state. Keeps a per-class index of roots for the last state
+    and each provider's summary for as long as the provider value is unchanged (the mirror
+    keeps a provider's identity until Placement changes it), so a request over 10,000 hosts
+    builds only what moved."""
 
     def __init__(self) -> None:
         self._indexed: MirrorState | None = None
         self._roots_with: dict[str, list[Provider]] = {}
+        self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
+        # allocation requests by requested amounts (flavors repeat), then by provider uuid
+        self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
 
     def _index(self, state: MirrorState) -> dict[str, list[Provider]]:
         if self._indexed is not state:
@@ -83,6 +91,9 @@ class LocalCandidates:
                     for rc in p.inventories:
                         roots.setdefault(rc, []).append(p)
             self._roots_with, self._indexed = roots, state
+            if len(self._summaries) > 2 * len(state.providers) + 64:
+                live = state.providers
+                self._summaries = {i: v for i, v in self._summaries.items() if i in live}
         return self._roots_with
 
     def compute(
@@ -103,57 +114,80 @@ class LocalCandidates:
         member_of = [frozenset(any_of) for any_of in g.aggregates]
         not_in = g.forbidden_aggregates
         root_req, root_forb = request.root_required, request.root_forbidden
-        usage = state.usage
         anchored: list[Provider] = []
         for p in pool:
             traits = p.traits
             if not required <= traits or forbidden & traits:
                 continue
+            if root_forb & traits or not root_req <= traits:  # the root is p itself
+                continue
             aggs = p.aggregates
-            if not all(aggs & any_of for any_of in member_of) or not_in & aggs:
+            if member_of and not all(aggs & any_of for any_of in member_of):
+                continue
+            if not_in & aggs:
                 continue
             mine = pending.get(p.uuid)
-            invs = p.inventories
+            invs, used = p.inventories, p.used
             for rc, amount in wanted:
                 inv = invs.get(rc)
-                used = usage.get((p.id, rc), 0) + (mine.get(rc, 0) if mine else 0)
-                if inv is None or not inv.fits(used, amount):
+                n = used.get(rc, 0) + (mine.get(rc, 0) if mine else 0)
+                if inv is None or not inv.fits(n, amount):
                     break
             else:
-                if root_req <= traits and not root_forb & traits:
-                    anchored.append(p)
-        return _candidates(state, anchored, dict(g.resources), pending)
+                anchored.append(p)
+        return self._candidates(state, anchored, tuple(wanted), pending)
 
-
-def _candidates(
-    state: MirrorState, anchored: list[Provider], resources: dict[str, int], pending: Pending
-) -> Candidates:
-    areqs: list[dict[str, Any]] = []
-    by_rp: dict[str, list[dict[str, Any]]] = {}
-    for p in anchored:
-        ar = {"allocations": {p.uuid: {"resources": resources}}, "mappings": {"": [p.uuid]}}
-        areqs.append(ar)
-        by_rp[p.uuid] = [ar]
-    summaries: dict[str, Any] = {}
-    providers = state.providers
-    for root in anchored:
-        for rp_id in state.tree_of(root.id):
-            p = providers[rp_id]
-            summaries[p.uuid] = summary(state, p, pending.get(p.uuid))
-    return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
+    def _candidates(
+        self,
+        state: MirrorState,
+        anchored: list[Provider],
+        wanted: tuple[tuple[str, int], ...],
+        pending: Pending,
+    ) -> Candidates:
+        made = self._areqs.pop(wanted, None)
+        if made is None:
+            made = {}
+            if len(self._areqs) >= AREQ_SHAPES:
+                del self._areqs[next(iter(self._areqs))]
+        self._areqs[wanted] = made  # most recent last
+        resources = dict(wanted)
+        areqs: list[dict[str, Any]] = []
+        by_rp: dict[str, list[dict[str, Any]]] = {}
+        summaries: dict[str, Any] = {}
+        providers, cache, trees = state.providers, self._summaries, state.has_trees
+        for root in anchored:
+            u = root.uuid
+            one = made.get(u)
+            if one is None:
+                one = made[u] = [
+                    {"allocations": {u: {"resources": resources}}, "mappings": {"": [u]}}
+                ]
+            areqs.append(one[0])
+            by_rp[u] = one
+            for rp_id in state.tree_of(root.id) if trees else (root.id,):
+                p = providers[rp_id]
+                mine = pending.get(p.uuid)
+                if mine:
+                    summaries[p.uuid] = summary(state, p, mine)
+                    continue
+                hit = cache.get(rp_id)
+                if hit is None or hit[0] is not p:
+                    hit = cache[rp_id] = (p, summary(state, p))
+                summaries[p.uuid] = hit[1]
+        return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
 
 
 def summary(
     state: MirrorState, p: Provider, pending: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
-    """One provider's entry in ``provider_summaries`` at microversion 1.36."""
-    usage = state.usage
+    """One provider's entry in ``provider_summaries`` at microversion 1.36 (shared, read-only)."""
+    used = p.used
     parent = state.providers[p.parent_id].uuid if p.parent_id is not None else None
     return {
         "resources": {
             rc: {
                 "capacity": inv.capacity,
-                "used": usage.get((p.id, rc), 0) + (pending.get(rc, 0) if pending else 0),
+                "used": used.get(rc, 0) + (pending.get(rc, 0) if pending else 0),
             }
             for rc, inv in p.inventories.items()
         },

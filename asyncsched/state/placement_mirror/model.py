@@ -50,6 +50,9 @@ class Provider:
     inventories: Mapping[str, Inventory] = field(default_factory=dict)
     traits: frozenset[str] = frozenset()
     aggregates: frozenset[str] = frozenset()
+    #: sum of allocations per resource class (a new Provider value whenever it changes, so an
+    #: unchanged provider keeps its identity from one refresh to the next)
+    used: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def is_root(self) -> bool:
@@ -58,10 +61,9 @@ class Provider:
 
 @dataclass(frozen=True, slots=True)
 class MirrorState:
-    """One consistent snapshot: providers by internal id, usage by (provider id, class)."""
+    """One consistent snapshot of Placement: providers by internal id."""
 
     providers: Mapping[int, Provider]
-    usage: Mapping[tuple[int, str], int]
     by_uuid: Mapping[str, int]
     #: members (ids) of each tree with more than one provider, by root id
     trees: Mapping[int, tuple[int, ...]]
@@ -77,7 +79,6 @@ class MirrorState:
     def build(
         cls,
         providers: Mapping[int, Provider],
-        usage: Mapping[tuple[int, str], int],
         known_traits: frozenset[str],
         known_classes: frozenset[str],
     ) -> MirrorState:
@@ -94,7 +95,6 @@ class MirrorState:
                 shared.update(p.inventories)
         return cls(
             providers=providers,
-            usage=usage,
             by_uuid={p.uuid: p.id for p in providers.values()},
             trees={root: tuple(ids) for root, ids in trees.items()},
             nested_classes=frozenset(nested),

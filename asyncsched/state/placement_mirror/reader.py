@@ -11,7 +11,8 @@ read-only REPEATABLE READ transaction: the state it builds is one instant of Pla
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import asyncpg
 
@@ -67,16 +68,15 @@ async def _details(
     where = "" if ids is None else " WHERE resource_provider_id = ANY($1::int[])"
     agg_where = "" if ids is None else " WHERE rpa.resource_provider_id = ANY($1::int[])"
     args: tuple[list[int], ...] = () if ids is None else (ids,)
+    # Clouds are made of few host types: equal inventories share one value (memory at scale).
+    seen: dict[tuple[Any, ...], Inventory] = {}
     inv: dict[int, dict[str, Inventory]] = {}
     for r in await conn.fetch(_INVENTORIES + where, *args):
-        inv.setdefault(r[0], {})[names.classes[r[1]]] = Inventory(
-            total=r[2],
-            reserved=r[3],
-            min_unit=r[4],
-            max_unit=r[5],
-            step_size=r[6],
-            allocation_ratio=float(r[7]),
-        )
+        key = (r[2], r[3], r[4], r[5], r[6], float(r[7]))
+        value = seen.get(key)
+        if value is None:
+            value = seen[key] = Inventory(*key)
+        inv.setdefault(r[0], {})[names.classes[r[1]]] = value
     traits: dict[int, set[str]] = {}
     for r in await conn.fetch(_TRAITS + where, *args):
         traits.setdefault(r[0], set()).add(names.traits[r[1]])
@@ -84,6 +84,16 @@ async def _details(
     for r in await conn.fetch(_AGGREGATES + agg_where, *args):
         aggs.setdefault(r[0], set()).add(r[1])
     return inv, traits, aggs
+
+
+def _interned(sets: dict[int, set[str]]) -> dict[int, frozenset[str]]:
+    """One frozenset per distinct set of traits (or aggregates)."""
+    pool: dict[frozenset[str], frozenset[str]] = {}
+    out: dict[int, frozenset[str]] = {}
+    for rp_id, names in sets.items():
+        f = frozenset(names)
+        out[rp_id] = pool.setdefault(f, f)
+    return out
 
 
 def _needs_names(names: Names | None, ids: Iterable[int], table: Mapping[int, str]) -> bool:
@@ -118,11 +128,18 @@ async def read(
         inv, traits, aggs = await _details(conn, names, ids)
     else:
         inv, traits, aggs = {}, {}, {}
+    trait_sets, agg_sets = _interned(traits), _interned(aggs)
+    used: dict[int, dict[str, int]] = {}
+    for r in usage_rows:
+        if r[2]:
+            used.setdefault(r[0], {})[names.classes[r[1]]] = int(r[2])
     fresh = set(changed) if old is not None else None
     for r in rows:
         rp_id = r[0]
         if fresh is not None and rp_id not in fresh and old is not None:
-            providers[rp_id] = old.providers[rp_id]
+            prev = old.providers[rp_id]
+            now = used.get(rp_id, {})
+            providers[rp_id] = prev if prev.used == now else replace(prev, used=now)
             continue
         providers[rp_id] = Provider(
             id=rp_id,
@@ -132,12 +149,22 @@ async def read(
             root_id=r[4] if r[4] is not None else rp_id,
             parent_id=r[5],
             inventories=inv.get(rp_id, {}),
-            traits=frozenset(traits.get(rp_id, ())),
-            aggregates=frozenset(aggs.get(rp_id, ())),
+            traits=trait_sets.get(rp_id, frozenset()),
+            aggregates=agg_sets.get(rp_id, frozenset()),
+            used=used.get(rp_id, {}),
         )
-    usage = {(r[0], names.classes[r[1]]): int(r[2]) for r in usage_rows}
     removed = 0 if old is None else sum(1 for i in old.providers if i not in providers)
-    state = MirrorState.build(
-        providers, usage, frozenset(names.traits.values()), frozenset(names.classes.values())
-    )
+    known_traits = frozenset(names.traits.values())
+    known_classes = frozenset(names.classes.values())
+    if (
+        old is not None
+        and not removed
+        and len(providers) == len(old.providers)
+        and all(p is old.providers.get(i) for i, p in providers.items())
+        and old.known_traits == known_traits
+        and old.known_classes == known_classes
+    ):
+        state = old  # nothing moved: readers keep whatever they built over it
+    else:
+        state = MirrorState.build(providers, known_traits, known_classes)
     return RefreshResult(state, names, len(changed) if old is not None else len(rows), removed)

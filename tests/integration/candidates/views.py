@@ -47,10 +47,6 @@ async def api_view(seeder: Seeder, concurrency: int = 16) -> View:
 def mirror_view(state: MirrorState) -> View:
     out: View = {}
     ps = state.providers
-    used: dict[int, dict[str, int]] = {}
-    for (rp_id, rc), n in state.usage.items():
-        if n:
-            used.setdefault(rp_id, {})[rc] = n
     for p in ps.values():
         out[p.uuid] = {
             "name": p.name,
@@ -70,7 +66,7 @@ def mirror_view(state: MirrorState) -> View:
             },
             "traits": sorted(p.traits),
             "aggregates": sorted(p.aggregates),
-            "usages": used.get(p.id, {}),
+            "usages": {rc: n for rc, n in p.used.items() if n},
         }
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.query import ResourceRequest
@@ -39,7 +40,6 @@ class Cloud:
 
     def __init__(self) -> None:
         self.providers: dict[int, Provider] = {}
-        self.usage: dict[tuple[int, str], int] = {}
 
     def add(
         self,
@@ -67,10 +67,14 @@ class Cloud:
             inventories=dict(inventories or {}),
             traits=frozenset(traits),
             aggregates=frozenset(aggregates),
+            used=dict(used or {}),
         )
-        for rc, n in (used or {}).items():
-            self.usage[(rp_id, rc)] = n
         return rp_id
+
+    def use(self, rp_id: int, **used: int) -> None:
+        """New usage for a provider (a new Provider value, as a refresh makes it)."""
+        p = self.providers[rp_id]
+        self.providers[rp_id] = replace(p, used={**p.used, **used})
 
     def compute(
         self, uuid: str, vcpu: int = 8, mem: int = 8192, disk: int = 100, **kw: object
@@ -82,7 +86,7 @@ class Cloud:
         )
 
     def state(self) -> MirrorState:
-        return MirrorState.build(dict(self.providers), dict(self.usage), TRAITS, CLASSES)
+        return MirrorState.build(dict(self.providers), TRAITS, CLASSES)
 
 
 def request(

@@ -73,7 +73,7 @@ def test_capacity_compares_before_truncation_like_placements_sql() -> None:
     c.add("a", {"VCPU": inv(7, ratio=1.5)}, used={"VCPU": 10})  # 10.5 allowed; capacity 10
     got = LocalCandidates().compute(c.state(), request({"VCPU": 1}))
     assert hosts(got) == set()  # 11 > 10.5
-    c.usage[(1, "VCPU")] = 9
+    c.use(1, VCPU=9)
     got = LocalCandidates().compute(c.state(), request({"VCPU": 1}))
     assert hosts(got) == {"a"}
     assert isinstance(got, Candidates)
