@@ -187,6 +187,7 @@ def run_mode(
         out["multi_s"] = took
         out["multi_selected"] = len(sels)
         out["multi_claimed"] = asyncio.run(claimed(pdsn, uuids))
+        time.sleep(2.5)  # one more host-state refresh writes the health file
         h = serve.health().get("components", {})
         out["candidates"] = h.get("candidates")
         out["mirror"] = h.get("placement_mirror")
@@ -215,7 +216,7 @@ async def claim_rate(
     return n / took
 
 
-def e2e(args: argparse.Namespace) -> None:
+async def e2e(args: argparse.Namespace) -> None:
     vhost = f"asyncsched-bench-{uuidlib.uuid4().hex[:8]}"
     amqp = f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
     db = NovaDB(prefix="asyncsched_bcand")
@@ -224,7 +225,7 @@ def e2e(args: argparse.Namespace) -> None:
     rabbitmqctl("add_vhost", vhost)
     try:
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        server.start()
+        await asyncio.to_thread(server.start)
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
         hosts = plan(args.providers)
 
@@ -257,13 +258,13 @@ def e2e(args: argparse.Namespace) -> None:
                 ],
             )
 
-        asyncio.run(prepare())
+        await prepare()
         config = daemon_config(
             transport_url=amqp,
             api_url=db.api_url,
             placement=server.options,
             scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
-            refresh_interval=3600.0,
+            refresh_interval=2.0,  # the health file is written on each host-state refresh
             full_resync_interval=3600.0,
             drain_timeout=30.0,
         )
@@ -275,17 +276,22 @@ def e2e(args: argparse.Namespace) -> None:
             + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
         )
         results = [
-            run_mode("mirror", with_mirror, tmp, amqp, args, pdsn),
-            run_mode("GET", base + "placement_mirror = false\n", tmp, amqp, args, pdsn),
+            await asyncio.to_thread(run_mode, "mirror", with_mirror, tmp, amqp, args, pdsn),
+            await asyncio.to_thread(
+                run_mode, "GET", base + "placement_mirror = false\n", tmp, amqp, args, pdsn
+            ),
         ]
-        rate = asyncio.run(claim_rate(server, hosts, args.claims, 8))
-        rate20 = asyncio.run(claim_rate(server, hosts, args.claims, args.callers))
+        rate = await claim_rate(server, hosts, args.claims, 8)
+        rate20 = await claim_rate(server, hosts, args.claims, args.callers)
         report_e2e(results, rate, rate20, args)
     finally:
-        server.stop()
-        asyncio.run(db.drop())
-        subprocess.run(
-            ["rabbitmqctl", "-q", "delete_vhost", vhost], capture_output=True, timeout=60
+        await asyncio.to_thread(server.stop)
+        await db.drop()
+        await asyncio.to_thread(
+            subprocess.run,
+            ["rabbitmqctl", "-q", "delete_vhost", vhost],
+            capture_output=True,
+            timeout=60,
         )
 
 
@@ -466,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-e2e", action="store_true")
     args = ap.parse_args(argv)
     if not args.skip_e2e:
-        e2e(args)
+        asyncio.run(e2e(args))
     if args.growth:
         growth([int(x) for x in args.growth.split(",")])
     return 0
