@@ -33,6 +33,7 @@ import tracemalloc
 import uuid as uuidlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,17 @@ def run_mode(
     return out
 
 
+async def heartbeat(db: NovaDB, every: float = 10.0) -> None:
+    """Keep every seeded compute service up (service_down_time is 60 s)."""
+    while True:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        for cell in db.cells:
+            await db.cell_execute(
+                cell, "UPDATE services SET updated_at = $1, last_seen_up = $1", now
+            )
+        await asyncio.sleep(every)
+
+
 async def claim_rate(
     server: PlacementServer, hosts: list[SeededProvider], n: int, conc: int
 ) -> float:
@@ -275,12 +287,17 @@ async def e2e(args: argparse.Namespace) -> None:
             + "placement_mirror_interval = 0.5\n"
             + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
         )
-        results = [
-            await asyncio.to_thread(run_mode, "mirror", with_mirror, tmp, amqp, args, pdsn),
-            await asyncio.to_thread(
-                run_mode, "GET", base + "placement_mirror = false\n", tmp, amqp, args, pdsn
-            ),
-        ]
+        beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
+        try:
+            results = []
+            for mode, text in (
+                ("mirror", with_mirror),
+                ("GET", base + "placement_mirror = false\n"),
+            ):
+                results.append(await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn))
+                print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+        finally:
+            beat.cancel()
         rate = await claim_rate(server, hosts, args.claims, 8)
         rate20 = await claim_rate(server, hosts, args.claims, args.callers)
         report_e2e(results, rate, rate20, args)

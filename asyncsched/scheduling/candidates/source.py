@@ -63,6 +63,11 @@ class CandidateSource:
                 self._local_ms = (time.perf_counter() - t0) * 1000
                 if not isinstance(got, Fallback):
                     self._count(MIRROR, None)
+                    LOG.debug(
+                        "allocation candidates from the mirror: %d hosts in %.1f ms",
+                        len(got.allocation_requests),
+                        self._local_ms,
+                    )
                     return got
                 reason = got.reason
         self._count(PLACEMENT, reason)
@@ -75,7 +80,7 @@ class CandidateSource:
         self.last_path = path if reason is None else f"{path} ({reason})"
         if reason is not None:
             self.reasons[reason] += 1
-            LOG.debug("allocation candidates from Placement: %s", reason)
+            LOG.debug("allocation candidates from Placement's GET: %s", reason)
 
     # ---- claims: Placement judges; the mirror learns ----
 
