@@ -27,9 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.client import CANDIDATES_VERSION, Candidates
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates.columns import RootColumns
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
@@ -71,30 +74,25 @@ def shape(request: ResourceRequest, state: MirrorState) -> RequestGroup | Fallba
 
 
 class LocalCandidates:
-    """Computes candidates over a state. Keeps a per-class index of roots for the last state
-    and each provider's summary for as long as the provider value is unchanged (the mirror
-    keeps a provider's identity until Placement changes it), so a request over 10,000 hosts
-    builds only what moved."""
+    """Computes candidates over a state: numpy columns of the roots for the current state, and
+    each provider's summary for as long as the provider value is unchanged (the mirror keeps a
+    provider's identity until Placement changes it), so a request over 10,000 hosts builds
+    only what moved."""
 
     def __init__(self) -> None:
-        self._indexed: MirrorState | None = None
-        self._roots_with: dict[str, list[Provider]] = {}
+        self._columns: RootColumns | None = None
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
 
-    def _index(self, state: MirrorState) -> dict[str, list[Provider]]:
-        if self._indexed is not state:
-            roots: dict[str, list[Provider]] = {}
-            for p in state.providers.values():
-                if p.is_root:
-                    for rc in p.inventories:
-                        roots.setdefault(rc, []).append(p)
-            self._roots_with, self._indexed = roots, state
+    def columns(self, state: MirrorState) -> RootColumns:
+        cols = self._columns
+        if cols is None or cols.state is not state:
+            cols = self._columns = RootColumns(state)
             if len(self._summaries) > 2 * len(state.providers) + 64:
                 live = state.providers
                 self._summaries = {i: v for i, v in self._summaries.items() if i in live}
-        return self._roots_with
+        return cols
 
     def compute(
         self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
@@ -103,39 +101,40 @@ class LocalCandidates:
         if isinstance(g, Fallback):
             return g
         pending = pending or {}
-        wanted = sorted(g.resources.items())
-        roots = self._index(state)
-        first = min(wanted, key=lambda kv: len(roots.get(kv[0], ())))[0]
-        pool: list[Provider] = roots.get(first, [])
+        wanted = tuple(sorted(g.resources.items()))
+        cols = self.columns(state)
+        mask = np.ones(len(cols), dtype=bool)
         if g.in_tree is not None:
-            tree_root = state.providers[state.by_uuid[g.in_tree]].root_id
-            pool = [p for p in pool if p.id == tree_root]
-        required, forbidden = g.required_traits, g.forbidden_traits
-        member_of = [frozenset(any_of) for any_of in g.aggregates]
-        not_in = g.forbidden_aggregates
-        root_req, root_forb = request.root_required, request.root_forbidden
-        anchored: list[Provider] = []
-        for p in pool:
-            traits = p.traits
-            if not required <= traits or forbidden & traits:
-                continue
-            if root_forb & traits or not root_req <= traits:  # the root is p itself
-                continue
-            aggs = p.aggregates
-            if member_of and not all(aggs & any_of for any_of in member_of):
-                continue
-            if not_in & aggs:
-                continue
-            mine = pending.get(p.uuid)
-            invs, used = p.inventories, p.used
-            for rc, amount in wanted:
-                inv = invs.get(rc)
-                n = used.get(rc, 0) + (mine.get(rc, 0) if mine else 0)
-                if inv is None or not inv.fits(n, amount):
-                    break
-            else:
-                anchored.append(p)
-        return self._candidates(state, anchored, tuple(wanted), pending)
+            only = cols.row.get(state.providers[state.by_uuid[g.in_tree]].root_id)
+            mask[:] = False
+            if only is not None:
+                mask[only] = True
+        for rc, amount in wanted:
+            mask &= cols.resource(rc).fits(amount)
+        for t in g.required_traits | request.root_required:  # the root is the provider
+            mask &= cols.trait(t)
+        for t in g.forbidden_traits | request.root_forbidden:
+            mask &= ~cols.trait(t)
+        for any_of in g.aggregates:
+            member = np.zeros(len(cols), dtype=bool)
+            for agg in any_of:
+                member |= cols.aggregate(agg)
+            mask &= member
+        for agg in g.forbidden_aggregates:
+            mask &= ~cols.aggregate(agg)
+        for uuid, mine in pending.items():  # claimed here, not yet in the state: check again
+            rp_id = state.by_uuid.get(uuid)
+            row = cols.row.get(rp_id) if rp_id is not None else None
+            if row is not None and mask[row]:
+                p = cols.roots[row]
+                for rc, amount in wanted:
+                    inv = p.inventories[rc]
+                    if not inv.fits(p.used.get(rc, 0) + mine.get(rc, 0), amount):
+                        mask[row] = False
+                        break
+        roots = cols.roots
+        anchored = [roots[i] for i in np.flatnonzero(mask).tolist()]
+        return self._candidates(state, anchored, wanted, pending)
 
     def _candidates(
         self,
