@@ -34,7 +34,7 @@ from asyncsched.placement.claims import ClaimBatch
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
-from tests.fixtures.placement_server import PlacementServer
+from tests.support.placement_server import PlacementServer
 
 
 class SyncClient:

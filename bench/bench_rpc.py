@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import multiprocessing
 import statistics
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -33,9 +32,9 @@ from oslo_config import cfg
 from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
-from tests.integration.rpc.conftest import make_config
-from tests.integration.rpc.decisions import RecordingEvents
+from tests.support.broker import amqp_url, make_config, throwaway_vhost
+from tests.support.decisions import RecordingEvents
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 
 SELECTIONS = [
     [
@@ -75,17 +74,8 @@ class OsloEndpoint:
 
 @contextmanager
 def vhost() -> Iterator[str]:
-    name = f"bench-rpc-{uuid.uuid4().hex[:10]}"
-    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, capture_output=True)
-    subprocess.run(
-        ["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"rabbit://guest:guest@127.0.0.1:5672/{name}"
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
+    with throwaway_vhost("bench-rpc") as name:
+        yield amqp_url(name)
 
 
 def measure_in_child(url: str, calls: int, threads: int) -> dict[str, float]:

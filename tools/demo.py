@@ -36,15 +36,8 @@ sys.path.insert(0, str(ROOT))
 warnings.simplefilter("ignore")  # eventlet deprecation noise from oslo.messaging
 
 from asyncsched.objects.models import InstanceGroup, Selection  # noqa: E402
-from tests.fixtures.nova_db import NovaDB  # noqa: E402
-from tests.fixtures.oslo_caller import (  # noqa: E402
-    OsloSchedulerClient,
-    fake_nova_exception,
-    request_spec,
-    request_spec_primitive,
-)
-from tests.fixtures.placement_server import PlacementServer  # noqa: E402
-from tests.integration.e2e.cloud import (  # noqa: E402
+from tests.support import broker  # noqa: E402
+from tests.support.cloud import (  # noqa: E402
     AggregatePlan,
     Cloud,
     HostPlan,
@@ -53,7 +46,15 @@ from tests.integration.e2e.cloud import (  # noqa: E402
     decode_reply,
     seed_cloud,
 )
-from tests.unit.service.sdnotify_listener import NotifyListener  # noqa: E402
+from tests.support.notify_listener import NotifyListener  # noqa: E402
+from tests.support.nova_db import NovaDB  # noqa: E402
+from tests.support.oslo_caller import (  # noqa: E402
+    OsloSchedulerClient,
+    fake_nova_exception,
+    request_spec,
+    request_spec_primitive,
+)
+from tests.support.placement_server import PlacementServer  # noqa: E402
 
 SIZES = [  # (label, vcpus, memory MB, disk GB)
     ("small", 32, 131072, 2000),
@@ -63,10 +64,6 @@ SIZES = [  # (label, vcpus, memory MB, disk GB)
 ]
 FLAVOR = {"vcpus": 4, "memory_mb": 16384, "root_gb": 80}  # m1.xlarge-ish
 BATCH = 30
-
-
-def rabbitmqctl(*args: str, check: bool = True) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=check, capture_output=True, timeout=60)
 
 
 def start_daemon(conf: Path, notify_socket: str, log: Path) -> subprocess.Popen[bytes]:
@@ -192,7 +189,7 @@ async def call(client: OsloSchedulerClient, spec_obj: dict[str, Any], uuids: lis
 
 async def run(tmp: Path) -> int:
     vhost = f"asyncsched-demo-{uuid.uuid4().hex[:8]}"
-    amqp = f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
+    amqp = broker.amqp_url(vhost)
     db = NovaDB(prefix="asyncsched_demo")
     placement = PlacementServer()
     proc: subprocess.Popen[bytes] | None = None
@@ -203,9 +200,8 @@ async def run(tmp: Path) -> int:
     try:
         t0 = time.monotonic()
         print("== 1. local stack: nova databases, Placement, RabbitMQ vhost")
-        rabbitmqctl("add_vhost", vhost)
         vhost_made = True
-        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        broker.add_vhost(vhost)
         await db.create(n_cells=2)
         await asyncio.to_thread(placement.start)
         hosts, aggs = demo_cloud()
@@ -389,7 +385,7 @@ async def run(tmp: Path) -> int:
         await asyncio.to_thread(placement.stop)
         await db.drop()
         if vhost_made:
-            rabbitmqctl("delete_vhost", vhost, check=False)
+            broker.delete_vhost(vhost)
 
 
 def main() -> int:

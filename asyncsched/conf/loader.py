@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from asyncsched.conf import options as opts
 from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.redact import mask_url_passwords
+from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import ConfigError
 
 LOG = logging.getLogger(__name__)
@@ -411,9 +412,7 @@ def _check_special(section: str, name: str, value: Any) -> Any:
 
 
 def _check_transport_url(value: str) -> None:
-    """Validate with the RPC layer's own parser, so what loads is what the server can use."""
-    from asyncsched.rpc.transport_url import parse_transport_url
-
+    """Validate with the parser the RPC server uses, so what loads is what it can connect to."""
     try:
         parse_transport_url(value)
     except ConfigError as exc:

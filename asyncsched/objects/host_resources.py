@@ -8,9 +8,12 @@ JSON. Values are immutable; consumption builds new values.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from asyncsched.objects.codec.primitives import as_int, int_set, unwrap
+from asyncsched.objects.cpu_spec import parse_cpu_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,85 +109,28 @@ class PciDevicePool:
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing: nova primitives -> values. Anything malformed raises ValueError (the refresh logs it
-# and keeps the host out of NUMA/PCI scheduling rather than crashing).
+# Parsing: nova primitives -> values, read with the codec's primitives. Anything malformed
+# raises ValueError (often a CodecError naming the path); the refresh logs it and keeps the
+# host out of NUMA/PCI scheduling rather than crashing.
 # --------------------------------------------------------------------------------------------
 
 
-def _unwrap(obj: Any, expected: str | None = None) -> dict[str, Any]:
-    """Return the data dict of a nova object primitive (or a plain dict as is)."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"expected an object, got {type(obj).__name__}")
-    if "nova_object.data" in obj:
-        name = obj.get("nova_object.name")
-        if expected is not None and name is not None and name != expected:
-            raise ValueError(f"expected a {expected} primitive, got {name}")
-        data = obj["nova_object.data"]
-        if not isinstance(data, dict):
-            raise ValueError("nova_object.data is not an object")
-        return data
-    return obj
-
-
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{what}: not an integer: {value!r}")
-    try:
-        f = float(value)
-    except ValueError as exc:
-        raise ValueError(f"{what}: not an integer: {value!r}") from exc
-    if f != int(f):
-        raise ValueError(f"{what}: not an integer: {value!r}")
-    return int(f)
-
-
-def _int_set(value: Any, what: str) -> frozenset[int]:
-    if value is None:
-        return frozenset()
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"{what}: expected a list of integers")
-    return frozenset(_int(v, what) for v in value)
-
-
-def parse_cpu_spec(spec: str) -> frozenset[int]:
-    """nova's CPU range syntax: ``"0-3,^2,8"``. Malformed -> ValueError."""
-    include: set[int] = set()
-    exclude: set[int] = set()
-    for raw in spec.split(","):
-        rule = raw.strip()
-        if not rule:
-            continue
-        negate = rule.startswith("^")
-        if negate:
-            rule = rule[1:].strip()
-        if "-" in rule:
-            lo_s, _, hi_s = rule.partition("-")
-            lo, hi = int(lo_s), int(hi_s)
-            if lo > hi:
-                raise ValueError(f"invalid CPU range {raw!r}")
-            cpus = set(range(lo, hi + 1))
-        else:
-            cpus = {int(rule)}
-        (exclude if negate else include).update(cpus)
-    return frozenset(include - exclude)
-
-
 def _parse_pages(obj: Any) -> NUMAPagesTopology:
-    d = _unwrap(obj, "NUMAPagesTopology")
+    d = unwrap(obj, "mempages", "NUMAPagesTopology")
     try:
-        size_kb = _int(d["size_kb"], "mempages.size_kb")
-        total = _int(d["total"], "mempages.total")
+        size_kb = as_int(d["size_kb"], "mempages.size_kb")
+        total = as_int(d["total"], "mempages.total")
     except KeyError as exc:
         raise ValueError(f"mempages entry lacks {exc}") from None
-    used = _int(d.get("used") or 0, "mempages.used")
-    reserved = _int(d.get("reserved") or 0, "mempages.reserved")
+    used = as_int(d.get("used") or 0, "mempages.used")
+    reserved = as_int(d.get("reserved") or 0, "mempages.reserved")
     if size_kb <= 0:
         raise ValueError(f"mempages.size_kb must be positive: {size_kb}")
     return NUMAPagesTopology(size_kb=size_kb, total=total, used=used, reserved=reserved)
 
 
 def _parse_cell(obj: Any) -> HostNUMACell:
-    d = _unwrap(obj, "NUMACell")
+    d = unwrap(obj, "cell", "NUMACell")
     if "id" not in d:
         raise ValueError("NUMA cell lacks an id")
     siblings_raw = d.get("siblings") or []
@@ -197,7 +143,7 @@ def _parse_cell(obj: Any) -> HostNUMACell:
     tunneled = False
     nm = d.get("network_metadata")
     if nm is not None:
-        nmd = _unwrap(nm, "NetworkMetadata")
+        nmd = unwrap(nm, "cell.network_metadata", "NetworkMetadata")
         pn = nmd.get("physnets") or []
         if not isinstance(pn, list) or not all(isinstance(p, str) for p in pn):
             raise ValueError("network_metadata.physnets: expected a list of strings")
@@ -205,18 +151,18 @@ def _parse_cell(obj: Any) -> HostNUMACell:
         tunneled = bool(nmd.get("tunneled", False))
     socket = d.get("socket")
     return HostNUMACell(
-        id=_int(d["id"], "cell.id"),
-        cpuset=_int_set(d.get("cpuset"), "cpuset"),
-        pcpuset=_int_set(d.get("pcpuset"), "pcpuset"),
-        memory=_int(d.get("memory") or 0, "memory"),
-        cpu_usage=_int(d.get("cpu_usage") or 0, "cpu_usage"),
-        memory_usage=_int(d.get("memory_usage") or 0, "memory_usage"),
-        pinned_cpus=_int_set(d.get("pinned_cpus"), "pinned_cpus"),
-        siblings=tuple(_int_set(s, "siblings") for s in siblings_raw),
+        id=as_int(d["id"], "cell.id"),
+        cpuset=int_set(d.get("cpuset"), "cpuset"),
+        pcpuset=int_set(d.get("pcpuset"), "pcpuset"),
+        memory=as_int(d.get("memory") or 0, "memory"),
+        cpu_usage=as_int(d.get("cpu_usage") or 0, "cpu_usage"),
+        memory_usage=as_int(d.get("memory_usage") or 0, "memory_usage"),
+        pinned_cpus=int_set(d.get("pinned_cpus"), "pinned_cpus"),
+        siblings=tuple(int_set(s, "siblings") for s in siblings_raw),
         mempages=tuple(_parse_pages(p) for p in mempages_raw),
         network_metadata_physnets=physnets,
         network_metadata_tunneled=tunneled,
-        socket=None if socket is None else _int(socket, "socket"),
+        socket=None if socket is None else as_int(socket, "socket"),
     )
 
 
@@ -231,11 +177,11 @@ def _parse_legacy_cell(obj: Any) -> HostNUMACell:
     if not isinstance(cpus, str):
         raise ValueError("legacy NUMA cell: cpus is not a string")
     return HostNUMACell(
-        id=_int(obj["id"], "cell.id"),
+        id=as_int(obj["id"], "cell.id"),
         cpuset=parse_cpu_spec(cpus),
-        memory=_int(mem.get("total") or 0, "mem.total"),
-        memory_usage=_int(mem.get("used") or 0, "mem.used"),
-        cpu_usage=_int(obj.get("cpu_usage") or 0, "cpu_usage"),
+        memory=as_int(mem.get("total") or 0, "mem.total"),
+        memory_usage=as_int(mem.get("used") or 0, "mem.used"),
+        cpu_usage=as_int(obj.get("cpu_usage") or 0, "cpu_usage"),
     )
 
 
@@ -257,7 +203,7 @@ def parse_host_numa_topology(text: str | None) -> HostNUMATopology | None:
         raise ValueError("numa_topology is not a JSON object")
     try:
         if "nova_object.name" in raw or "nova_object.data" in raw:
-            data = _unwrap(raw, "NUMATopology")
+            data = unwrap(raw, "numa_topology", "NUMATopology")
             cells_raw = data.get("cells") or []
             if not isinstance(cells_raw, list):
                 raise ValueError("cells: expected a list")
@@ -278,7 +224,7 @@ def _parse_pool(obj: Any) -> PciDevicePool:
     if not isinstance(obj, dict):
         raise ValueError("PCI pool is not an object")
     if "nova_object.data" in obj:
-        d = _unwrap(obj, "PciDevicePool")
+        d = unwrap(obj, "pci_pool", "PciDevicePool")
         tags_raw = d.get("tags")
         if tags_raw is None:
             tags_raw = {}
@@ -303,8 +249,8 @@ def _parse_pool(obj: Any) -> PciDevicePool:
     return PciDevicePool(
         vendor_id=vendor_id,
         product_id=product_id,
-        numa_node=None if numa is None else _int(numa, "numa_node"),
-        count=_int(count, "count"),
+        numa_node=None if numa is None else as_int(numa, "numa_node"),
+        count=as_int(count, "count"),
         tags=tags,
     )
 
@@ -332,7 +278,7 @@ def parse_pci_pools(text: str | None) -> tuple[PciDevicePool, ...]:
     if not raw:
         return ()
     if isinstance(raw, dict) and ("nova_object.data" in raw or "nova_object.name" in raw):
-        data = _unwrap(raw, "PciDevicePoolList")
+        data = unwrap(raw, "pci_stats", "PciDevicePoolList")
         objs = data.get("objects") or []
     elif isinstance(raw, list):
         objs = raw
@@ -343,89 +289,6 @@ def parse_pci_pools(text: str | None) -> tuple[PciDevicePool, ...]:
     if not isinstance(objs, list):
         raise ValueError("pci_stats objects: expected a list")
     return tuple(_parse_pool(o) for o in objs)
-
-
-# --------------------------------------------------------------------------------------------
-# Back to nova's primitives (tests and the demo seed compute node rows with these).
-# --------------------------------------------------------------------------------------------
-
-
-def _obj(name: str, version: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "nova_object.name": name,
-        "nova_object.namespace": "nova",
-        "nova_object.version": version,
-        "nova_object.data": data,
-        "nova_object.changes": sorted(data),
-    }
-
-
-def _cell_primitive(c: HostNUMACell) -> dict[str, Any]:
-    return _obj(
-        "NUMACell",
-        "1.5",
-        {
-            "id": c.id,
-            "cpuset": sorted(c.cpuset),
-            "pcpuset": sorted(c.pcpuset),
-            "memory": c.memory,
-            "cpu_usage": c.cpu_usage,
-            "memory_usage": c.memory_usage,
-            "pinned_cpus": sorted(c.pinned_cpus),
-            "siblings": [sorted(s) for s in c.siblings],
-            "mempages": [
-                _obj(
-                    "NUMAPagesTopology",
-                    "1.1",
-                    {
-                        "size_kb": p.size_kb,
-                        "total": p.total,
-                        "used": p.used,
-                        "reserved": p.reserved,
-                    },
-                )
-                for p in c.mempages
-            ],
-            "network_metadata": _obj(
-                "NetworkMetadata",
-                "1.0",
-                {
-                    "physnets": sorted(c.network_metadata_physnets),
-                    "tunneled": c.network_metadata_tunneled,
-                },
-            ),
-            "socket": c.socket,
-        },
-    )
-
-
-def host_numa_topology_primitive(topo: HostNUMATopology) -> dict[str, Any]:
-    """HostNUMATopology -> NUMATopology 1.2 object primitive (json.dumps it for the DB)."""
-    return _obj("NUMATopology", "1.2", {"cells": [_cell_primitive(c) for c in topo.cells]})
-
-
-def pci_pools_primitive(pools: Sequence[PciDevicePool]) -> dict[str, Any]:
-    """Pools -> PciDevicePoolList 1.1 object primitive (json.dumps it for the DB)."""
-    return _obj(
-        "PciDevicePoolList",
-        "1.1",
-        {
-            "objects": [
-                _obj(
-                    "PciDevicePool",
-                    "1.1",
-                    {
-                        "product_id": p.product_id,
-                        "vendor_id": p.vendor_id,
-                        "numa_node": p.numa_node,
-                        "tags": dict(p.tags),
-                        "count": p.count,
-                    },
-                )
-                for p in pools
-            ]
-        },
-    )
 
 
 def total_pci_by_node(pools: Iterable[PciDevicePool]) -> dict[int | None, int]:

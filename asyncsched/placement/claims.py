@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from asyncsched.exceptions import AllocationUpdateFailed
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 
 LOG = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class ClaimBatch:
         concurrency: int,
         project_id: str,
         user_id: str,
-        allocation_request_version: str = "1.36",
+        allocation_request_version: str = CANDIDATES_VERSION,
     ) -> None:
         self._client = client
         self._sem = asyncio.Semaphore(max(1, concurrency))

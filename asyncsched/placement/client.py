@@ -25,98 +25,37 @@ from yarl import URL
 
 from asyncsched.conf.dsn import redact_url
 from asyncsched.conf.options import Config, PlacementOptions
-from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, PlacementError
+from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed
 from asyncsched.placement.auth import Auth, make_auth
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.errors import (
+    PlacementConnectionError,
+    PlacementDisconnected,
+    PlacementError,
+    PlacementHTTPError,
+    PlacementTimeout,
+    error_code,
+    error_detail,
+    fails_any_call,
+)
+from asyncsched.placement.microversions import (
+    CANDIDATES_VERSION,
+    CONSUMER_GENERATION_VERSION,
+    CONSUMER_TYPE_VERSION,
+    at_least,
+    version_tuple,
+)
 from asyncsched.placement.query import ResourceRequest
 
 LOG = logging.getLogger(__name__)
 
-CANDIDATES_VERSION = "1.36"  # what nova uses for GET /allocation_candidates and the claim
-CONSUMER_GENERATION_VERSION = "1.28"
-CONSUMER_TYPE_VERSION = "1.38"
 DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
 
 
-class PlacementConnectionError(PlacementError):
-    """The request never reached Placement (refused, DNS, reset before sending)."""
-
-
-class PlacementDisconnected(PlacementConnectionError):
-    """The connection broke after the request was sent: a write may have been applied."""
-
-
-class PlacementTimeout(PlacementError):
-    """No answer in time; a write may or may not have been applied."""
-
-
-class PlacementHTTPError(PlacementError):
-    """Placement answered with an unexpected status."""
-
-    def __init__(self, message: str, status: int, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-
-
 class _Retry(Exception):
     """A resource-provider generation race: nova retries the claim locally."""
-
-
-def version_tuple(version: str) -> tuple[int, int]:
-    major, _, minor = version.partition(".")
-    return int(major), int(minor or 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """A parsed GET /allocation_candidates answer.
-
-    The dicts are Placement's own JSON objects, shared, not copied: treat them as read-only
-    (the claim makes its own shallow payload).
-    """
-
-    allocation_requests: list[dict[str, Any]]
-    provider_summaries: dict[str, Any]
-    alloc_reqs_by_rp_uuid: dict[str, list[dict[str, Any]]]
-    version: str = CANDIDATES_VERSION
-
-    @classmethod
-    def parse(cls, body: Mapping[str, Any], version: str = CANDIDATES_VERSION) -> Candidates:
-        """One pass over the allocation requests; every rp (root or nested) is indexed."""
-        areqs = body.get("allocation_requests")
-        summaries = body.get("provider_summaries")
-        if not isinstance(areqs, list) or not isinstance(summaries, dict):
-            raise PlacementError("Placement's allocation candidates answer is malformed")
-        by_rp: dict[str, list[dict[str, Any]]] = {}
-        for ar in areqs:
-            for rp in ar["allocations"]:
-                lst = by_rp.get(rp)
-                if lst is None:
-                    by_rp[rp] = [ar]
-                else:
-                    lst.append(ar)
-        return cls(areqs, summaries, by_rp, version)
-
-    @classmethod
-    def empty(cls) -> Candidates:
-        return cls([], {}, {}, CANDIDATES_VERSION)
-
-    def merge(self, other: Candidates) -> Candidates:
-        """nova's PCPU fallback: append the other query's requests, merge the summaries."""
-        by_rp = {rp: list(v) for rp, v in self.alloc_reqs_by_rp_uuid.items()}
-        for rp, lst in other.alloc_reqs_by_rp_uuid.items():
-            by_rp.setdefault(rp, []).extend(lst)
-        return Candidates(
-            self.allocation_requests + other.allocation_requests,
-            {**self.provider_summaries, **other.provider_summaries},
-            by_rp,
-            self.version,
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self.allocation_requests)
 
 
 @dataclass(slots=True)
@@ -203,8 +142,8 @@ class PlacementClient:
         self._endpoint = (await self._auth.endpoint(self._session)).rstrip("/")
         status, body = await self._request("GET", "/", version=None)
         if status != 200 or not isinstance(body, dict):
-            raise PlacementHTTPError(
-                f"Placement at {self.endpoint} answered GET / with HTTP {status}", status
+            raise PlacementHTTPError.answered(
+                f"Placement at {self.endpoint} refused GET /", status, body
             )
         versions = body.get("versions") or []
         max_version = max(
@@ -212,7 +151,7 @@ class PlacementClient:
             key=version_tuple,
             default="1.0",
         )
-        if version_tuple(max_version) < version_tuple(CANDIDATES_VERSION):
+        if not at_least(max_version, CANDIDATES_VERSION):
             raise PlacementError(
                 f"Placement at {self.endpoint} supports microversions up to {max_version}; "
                 f"asyncsched needs {CANDIDATES_VERSION}"
@@ -243,9 +182,7 @@ class PlacementClient:
         return redact_url(self._endpoint or self._options.endpoint_override or "?")
 
     def supports(self, version: str) -> bool:
-        return self.max_version is not None and version_tuple(self.max_version) >= version_tuple(
-            version
-        )
+        return self.max_version is not None and at_least(self.max_version, version)
 
     def health(self) -> dict[str, Any]:
         s = self._stats
@@ -349,7 +286,7 @@ class PlacementClient:
                 continue
             break
         self._stats.durations[op or method] = time.perf_counter() - t0
-        if status >= 500 or status == 401 or status == 403:
+        if fails_any_call(status):
             text = payload[:300].decode("utf-8", "replace")
             raise self._fail(
                 PlacementHTTPError(
@@ -385,11 +322,8 @@ class PlacementClient:
         )
         if status != 200 or not isinstance(body, dict):
             raise self._fail(
-                PlacementHTTPError(
-                    f"Placement refused GET /allocation_candidates?{qs}: HTTP {status} "
-                    f"{_error_detail(body)}",
-                    status,
-                    _error_code(body),
+                PlacementHTTPError.answered(
+                    f"Placement refused GET /allocation_candidates?{qs}", status, body
                 )
             )
         return Candidates.parse(body, CANDIDATES_VERSION)
@@ -406,10 +340,7 @@ class PlacementClient:
         )
         if status != 200 or not isinstance(body, dict):
             raise self._fail(
-                PlacementHTTPError(
-                    f"GET /allocations/{consumer_uuid}: HTTP {status} {_error_detail(body)}",
-                    status,
-                )
+                PlacementHTTPError.answered(f"GET /allocations/{consumer_uuid}", status, body)
             )
         return body
 
@@ -518,17 +449,16 @@ class PlacementClient:
                 payload = _doubled_up(current_allocs, allocation_request)
         payload["project_id"] = project_id
         payload["user_id"] = user_id
-        vt = version_tuple(version)
-        if vt >= version_tuple(CONSUMER_GENERATION_VERSION):
+        if at_least(version, CONSUMER_GENERATION_VERSION):
             payload["consumer_generation"] = consumer_generation
-        if vt >= version_tuple(CONSUMER_TYPE_VERSION):
+        if at_least(version, CONSUMER_TYPE_VERSION):
             payload["consumer_type"] = consumer_type
         status, body = await self._request(
             "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"
         )
         if status == 204:
             return True
-        code, detail = _error_code(body), _error_detail(body)
+        code, detail = error_code(body), error_detail(body)
         if code == "placement.concurrent_update":
             if "consumer generation conflict" in detail:
                 if consumer_generation is None and await self._already_ours(consumer_uuid, payload):
@@ -587,7 +517,7 @@ class PlacementClient:
                 continue
             if status in (204, 404):
                 return
-            last = f"HTTP {status} {_error_detail(body)}"
+            last = f"HTTP {status} {error_detail(body)}"
         self._stats.delete_failures += 1
         LOG.error(
             "placement: LEAKED ALLOCATION: could not delete the allocations of consumer %s "
@@ -626,21 +556,3 @@ def _doubled_up(source_allocs: Mapping[str, Any], dest: Mapping[str, Any]) -> di
         if rp not in source_allocs:
             allocs[rp] = a
     return {"allocations": allocs}
-
-
-def _error(body: Any) -> Mapping[str, Any]:
-    if isinstance(body, dict):
-        errors = body.get("errors")
-        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-            return errors[0]
-    return {}
-
-
-def _error_code(body: Any) -> str | None:
-    code = _error(body).get("code")
-    return code if isinstance(code, str) else None
-
-
-def _error_detail(body: Any) -> str:
-    detail = _error(body).get("detail")
-    return detail if isinstance(detail, str) else ""

@@ -8,12 +8,10 @@ with the reason instead of an exception escaping the daemon.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from asyncsched.common.strings import bool_from_string
 from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import Flavor, ImageMetaProps
-
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
 
 CPU_POLICIES = ("shared", "dedicated", "mixed")
 CPU_THREAD_POLICIES = ("prefer", "isolate", "require")
@@ -27,25 +25,25 @@ MEM_ENCRYPTION_TRAITS = {
 EPHEMERAL_ENCRYPTION_FORMATS = ("plain", "luks", "luksv2")
 
 
-def bool_from_string(value: Any) -> bool:
-    """oslo strutils.bool_from_string, non-strict."""
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in _TRUE_STRINGS
-
-
 def _invalid(msg: str) -> NoValidHost:
     return NoValidHost(reason=msg)
 
 
 def flavor_image(
     key: str, flavor: Flavor, props: ImageMetaProps, prefix: str = "hw"
-) -> tuple[Any, Any]:
-    """The flavor ``prefix:key`` extra spec and the image ``prefix_key`` property."""
-    return flavor.extra_specs.get(f"{prefix}:{key}"), props.get(f"{prefix}_{key}")
+) -> tuple[str | None, str | None]:
+    """The flavor ``prefix:key`` extra spec and the image ``prefix_key`` property, as text.
+
+    Extra specs are strings; a typed image property (a boolean such as hw_mem_encryption)
+    becomes its ``str``, which :func:`bool_from_string` reads back the same.
+    """
+    image = props.get(f"{prefix}_{key}")
+    return flavor.extra_specs.get(f"{prefix}:{key}"), None if image is None else str(image)
 
 
-def unique_flavor_image(key: str, flavor: Flavor, props: ImageMetaProps, prefix: str = "hw") -> Any:
+def unique_flavor_image(
+    key: str, flavor: Flavor, props: ImageMetaProps, prefix: str = "hw"
+) -> str | None:
     """Like :func:`flavor_image` but both set to different values is a conflict."""
     fv, iv = flavor_image(key, flavor, props, prefix)
     if fv and iv and fv != iv:
@@ -84,10 +82,10 @@ def cpu_thread_policy(flavor: Flavor, props: ImageMetaProps) -> str | None:
         if value and value not in CPU_THREAD_POLICIES:
             raise _invalid(f"CPU thread policy {value!r} is not one of {CPU_THREAD_POLICIES}")
     if fp in (None, "prefer"):
-        return fp or ip  # type: ignore[no-any-return]
+        return fp or ip
     if ip and ip != fp:
         raise _invalid("Image property 'hw_cpu_thread_policy' conflicts with the flavor")
-    return fp  # type: ignore[no-any-return]
+    return fp
 
 
 def emulator_threads_policy(flavor: Flavor) -> str | None:
@@ -155,9 +153,9 @@ def realtime_cpus(flavor: Flavor, props: ImageMetaProps) -> set[int] | None:
 
 def mem_encryption_trait(flavor: Flavor, props: ImageMetaProps) -> str | None:
     """The CPU trait of the requested memory-encryption model, or None if not requested."""
-    fs, iv = flavor_image("mem_encryption", flavor, props)
+    fs, is_ = flavor_image("mem_encryption", flavor, props)
     fv = bool_from_string(fs) if fs is not None else None
-    iv = bool_from_string(iv) if iv is not None else None
+    iv = bool_from_string(is_) if is_ is not None else None
     if not fv and not iv:
         return None
     if fv is not None and iv is not None and fv != iv:
@@ -203,21 +201,21 @@ def pci_numa_policy(flavor: Flavor, props: ImageMetaProps) -> str | None:
     fp, ip = flavor_image("pci_numa_affinity_policy", flavor, props)
     if fp and ip and fp != ip:
         raise _invalid("PCI NUMA affinity policy of the flavor conflicts with the image")
-    return fp or ip  # type: ignore[no-any-return]
+    return fp or ip
 
 
 def secure_boot(flavor: Flavor, props: ImageMetaProps) -> str | None:
     policy = unique_flavor_image("secure_boot", flavor, props, prefix="os")
     if policy is not None and policy not in ("required", "disabled", "optional"):
         raise _invalid(f"Invalid secure boot policy {policy!r}")
-    return policy  # type: ignore[no-any-return]
+    return policy
 
 
 def maxphysaddr_mode(flavor: Flavor, props: ImageMetaProps) -> str | None:
     mode = unique_flavor_image("maxphysaddr_mode", flavor, props)
     if mode is not None and mode not in ("passthrough", "emulate"):
         raise _invalid(f"Invalid Maxphyaddr mode {mode!r}")
-    return mode  # type: ignore[no-any-return]
+    return mode
 
 
 def stateless_firmware(props: ImageMetaProps) -> bool:
@@ -252,11 +250,11 @@ def ephemeral_encryption_format(flavor: Flavor, props: ImageMetaProps) -> str | 
         return None
     if fmt not in EPHEMERAL_ENCRYPTION_FORMATS:
         raise _invalid(f"Invalid ephemeral encryption format {fmt}")
-    return fmt  # type: ignore[no-any-return]
+    return fmt
 
 
 def sound_model(flavor: Flavor, props: ImageMetaProps) -> str | None:
-    return unique_flavor_image("sound_model", flavor, props)  # type: ignore[no-any-return]
+    return unique_flavor_image("sound_model", flavor, props)
 
 
 def tpm_secret_security(flavor: Flavor) -> str | None:

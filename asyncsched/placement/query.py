@@ -141,12 +141,12 @@ class _Group:
             provider_uuids=g.provider_uuids,
         )
 
-    def add_resource(self, rc: str, amount: object) -> None:
+    def add_resource(self, rc: str, amount: str | int) -> None:
         if not is_valid_resource_class(rc):
             LOG.warning("Received an invalid ResourceClass '%s' in extra_specs.", rc)
             return
         try:
-            value = int(amount)  # type: ignore[call-overload]
+            value = int(amount)
             if value < 0:
                 raise ValueError
         except (TypeError, ValueError):
@@ -201,7 +201,7 @@ class _Builder:
             g = self.groups[ident] = _Group(requester_id=ident, use_same_provider=bool(ident))
         return g
 
-    def add_resource(self, rc: str, amount: object, group: str | None = None) -> None:
+    def add_resource(self, rc: str, amount: str | int, group: str | None = None) -> None:
         self.group(group).add_resource(rc, amount)
 
     def add_trait(self, trait: str, kind: str, group: str | None = None) -> None:

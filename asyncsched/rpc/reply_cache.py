@@ -9,6 +9,7 @@ hundreds of kilobytes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +25,13 @@ class Outcome:
 
     result: Any = None
     failure: str | None = None
+
+    def approx_bytes(self) -> int:
+        """Roughly the memory a cached reply holds (its JSON length), for ``max_bytes``."""
+        size = len(self.failure or "")
+        if self.result is not None:
+            size += len(json.dumps(self.result, default=str))
+        return size
 
 
 class ReplyCache:

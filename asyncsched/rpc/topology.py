@@ -36,7 +36,6 @@ class QueueDecl:
     exchange: ExchangeDecl
     routing_key: str
     consumer_arguments: Mapping[str, Any] = field(default_factory=dict)
-    kind: str = "topic"  # "topic" (calls and casts) or "fanout" (casts to every scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +134,6 @@ def build_topology(
             exchange=fanout,
             routing_key=topic,
             consumer_arguments=consumer_args,
-            kind="fanout",
         )
     )
     return Topology(control_exchange=control, fanout_exchange=fanout, queues=tuple(queues))

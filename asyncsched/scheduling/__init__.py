@@ -8,5 +8,7 @@ Public entry points:
 - ``loader.load_filters(config)`` / ``loader.load_weighers(config)``: plugin resolution
   (raises ConfigError), also usable by ``check-config``.
 - ``engine.DecisionEngine``: the I/O-free decision path (filter, weigh, pick).
-- ``reference``: the per-host nova-style implementation the engine is tested against.
+
+The per-host nova-style implementation the engine is tested against is
+``bench.reference_scheduler``. See README.md in this folder for the module map.
 """

@@ -10,39 +10,23 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NoValidHost, PlacementError
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import build_resource_request
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
+from asyncsched.scheduling.servicegroup import service_is_up
 from asyncsched.state.host_state import HostState
 
 if TYPE_CHECKING:
     from asyncsched.scheduling.interfaces import HostCache, Placement
 
 LOG = logging.getLogger(__name__)
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def service_is_up(host: HostState, now: datetime, down_time: int) -> bool:
-    """nova's db servicegroup rule (forced_down, last_seen_up or created_at)."""
-    svc = host.service
-    if svc is None or svc.forced_down:
-        return False
-    beat = svc.last_seen_up or svc.created_at
-    if beat is None:
-        return False
-    if beat.tzinfo is None:
-        beat = beat.replace(tzinfo=UTC)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return abs(now - beat) <= timedelta(seconds=down_time)
 
 
 class ChanceScheduler:
@@ -55,7 +39,7 @@ class ChanceScheduler:
         placement: Placement,
         *,
         rng: random.Random | None = None,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -64,12 +48,14 @@ class ChanceScheduler:
         self.clock = clock
 
     def _up_hosts(self, spec: RequestSpec) -> list[HostState]:
-        now = self.clock()
-        down = self.config.default.service_down_time
+        now = as_utc(self.clock())
+        down = timedelta(seconds=self.config.default.service_down_time)
         hosts = [
             h
             for h in self.cache.all_hosts()
-            if h.service is not None and not h.service.disabled and service_is_up(h, now, down)
+            if h.service is not None
+            and not h.service.disabled
+            and service_is_up(h.service, now, down)
         ]
         if not hosts:
             raise NoValidHost(reason="Is the appropriate service running?")
@@ -91,7 +77,7 @@ class ChanceScheduler:
         hosts = self._up_hosts(spec)
         claims = instance_uuids is not None and not spec.is_rebuild
         by_rp: dict[str, list[dict[str, Any]]] = {}
-        version = "1.36"
+        version = CANDIDATES_VERSION
         if claims:
             try:
                 request = build_resource_request(spec, self.config)

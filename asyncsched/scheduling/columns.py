@@ -1,5 +1,9 @@
 """Columnar numeric view of HostStates for the vectorised filters and weighers.
 
+Plugins declare what they read: a weigher its ``column`` (a :class:`Column`), a filter a
+:class:`ColumnMask` over columns. The engine registers those columns here and knows no plugin
+by name, so a third-party plugin gets the same fast path by declaring one.
+
 Rows are keyed by the HostState object (we keep a reference, so ``id`` stays unique) and
 rebuilt only when the host's ``generation`` moved. A request costs two C-level passes over its
 hosts (slot lookup, generation read) instead of a Python loop per filter and weigher.
@@ -7,8 +11,11 @@ hosts (slot lookup, generation read) instead of a Python loop per filter and wei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
 from operator import attrgetter
 
 import numpy as np
@@ -18,42 +25,74 @@ from asyncsched.state.host_state import HostState
 
 _GEN = attrgetter("generation")
 
-#: numeric columns (float64); names are what the fast filters/weighers read.
-COLUMNS = (
-    "free_ram_mb",
-    "cpu_free",
-    "free_disk_mb",
-    "num_io_ops",
-    "num_instances",
-    "failed_builds",
-    "hypervisor_version",
-    "pci_score",
-    "beat",  # last_seen_up or created_at as a UTC timestamp; NaN if none
-)
-_FLAGS = ("no_service", "disabled", "forced_down")
-
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.intp]
 
 
-def _ts(value: datetime | None) -> float:
-    if value is None:
-        return float("nan")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One float64 value per host, computed from its HostState when the host changed.
+
+    ``read`` is the rule itself: a weigher declaring a column scores hosts with it on both
+    paths. Two plugins reading the same value share one Column object (see :func:`attribute`).
+    """
+
+    name: str
+    read: Callable[[HostState], float]
+
+
+@cache
+def attribute(name: str) -> Column:
+    """The column of a plain numeric HostState attribute (one object per name)."""
+    return Column(name, attrgetter(name))
+
+
+#: (view over the request's current hosts, now) -> (pass mask, reason code -> count)
+MaskFn = Callable[["ColumnView", datetime], tuple[BoolArray, Counter[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMask:
+    """A filter's vectorised form: the columns it reads and the mask it computes over them."""
+
+    columns: tuple[Column, ...]
+    run: MaskFn
+
+
+def threshold_mask(column: Column, limit: float, code: str) -> ColumnMask:
+    """Hosts pass while ``column < limit``; the others fail with ``code``."""
+
+    def run(view: ColumnView, now: datetime) -> tuple[BoolArray, Counter[str]]:
+        ok = view[column] < limit
+        bad = int(len(ok) - ok.sum())
+        return ok, Counter({code: bad}) if bad else Counter()
+
+    return ColumnMask((column,), run)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnView:
+    """The rows of some hosts (``slots``) in a :class:`HostColumns`."""
+
+    columns: HostColumns
+    slots: IntArray
+
+    def __getitem__(self, column: Column) -> FloatArray:
+        return self.columns.num[column.name][self.slots]
 
 
 class HostColumns:
     """One growing set of numpy columns shared by every request of a scheduler."""
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024, columns: Iterable[Column] = ()) -> None:
         self._slot: dict[int, int] = {}
         self._states: list[HostState] = []
+        self._columns: dict[str, Column] = {}
+        self._writers: list[tuple[FloatArray, Callable[[HostState], float]]] = []
         self.gen: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
-        self.num: dict[str, FloatArray] = {c: np.zeros(capacity) for c in COLUMNS}
-        self.flag: dict[str, BoolArray] = {f: np.zeros(capacity, dtype=bool) for f in _FLAGS}
+        self.num: dict[str, FloatArray] = {}
+        self.register(columns)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -63,36 +102,52 @@ class HostColumns:
         """The HostState of each row (row number = index)."""
         return self._states
 
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return tuple(self._columns.values())
+
+    def register(self, columns: Iterable[Column]) -> None:
+        """Add columns (existing rows are rebuilt on their next use).
+
+        Raises ValueError when another column already has the same name.
+        """
+        added = False
+        for col in columns:
+            have = self._columns.get(col.name)
+            if have is not None:
+                if have != col:
+                    raise ValueError(f"two different host columns are named {col.name!r}")
+                continue
+            self._columns[col.name] = col
+            self.num[col.name] = np.zeros(len(self.gen))
+            added = True
+        if added:
+            self.gen[:] = -1
+            self._rewire()
+
+    def _rewire(self) -> None:
+        self._writers = [(self.num[c.name], c.read) for c in self._columns.values()]
+
     def _grow(self, need: int) -> None:
         cap = len(self.gen)
         if need <= cap:
             return
         new = max(need, cap * 2)
         self.gen = np.concatenate([self.gen, np.full(new - cap, -1, dtype=np.int64)])
-        for c in COLUMNS:
-            self.num[c] = np.concatenate([self.num[c], np.zeros(new - cap)])
-        for f in _FLAGS:
-            self.flag[f] = np.concatenate([self.flag[f], np.zeros(new - cap, dtype=bool)])
+        for name, arr in self.num.items():
+            self.num[name] = np.concatenate([arr, np.zeros(new - cap)])
+        self._rewire()
 
     def _write(self, slot: int, s: HostState) -> None:
-        num = self.num
-        num["free_ram_mb"][slot] = s.free_ram_mb
-        num["cpu_free"][slot] = s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used
-        num["free_disk_mb"][slot] = s.free_disk_mb
-        num["num_io_ops"][slot] = s.num_io_ops
-        num["num_instances"][slot] = s.num_instances
-        num["failed_builds"][slot] = s.failed_builds
-        num["hypervisor_version"][slot] = s.hypervisor_version or 0
-        free = sum(p.count for p in s.pci_pools) if s.pci_pools else 0
-        num["pci_score"][slot] = 100 - min(free, 99)
-        svc = s.service
-        self.flag["no_service"][slot] = svc is None
-        self.flag["disabled"][slot] = bool(svc is not None and svc.disabled)
-        self.flag["forced_down"][slot] = bool(svc is not None and svc.forced_down)
-        num["beat"][slot] = (
-            _ts(svc.last_seen_up or svc.created_at) if svc is not None else float("nan")
-        )
+        for arr, read in self._writers:
+            arr[slot] = read(s)
         self.gen[slot] = s.generation
+
+    def _write_rows(self, rows: IntArray, states: list[HostState]) -> None:
+        """Rebuild many rows: one list pass and one numpy store per column."""
+        for arr, read in self._writers:
+            arr[rows] = list(map(read, states))
+        self.gen[rows] = list(map(_GEN, states))
 
     def slots(self, states: Sequence[HostState]) -> IntArray:
         """Row numbers of ``states`` with every stale row rebuilt."""
@@ -109,11 +164,11 @@ class HostColumns:
                         self._states.append(s)
                         self._slot[id(s)] = slot
                     got[i] = slot
-        idx = np.fromiter(got, dtype=np.intp, count=n)  # type: ignore[arg-type]
+        idx = np.fromiter(got, dtype=np.intp, count=n)
         gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
         stale = np.flatnonzero(self.gen[idx] != gens)
-        for i in stale.tolist():
-            self._write(int(idx[i]), states[i])
+        if len(stale):
+            self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
         return idx
 
     def refresh(self, state: HostState) -> None:
@@ -128,7 +183,7 @@ class HostColumns:
         if all(i in keep for i in self._slot):
             return
         states = [s for s in self._states if id(s) in keep]
-        fresh = HostColumns(max(1024, len(states)))
+        fresh = HostColumns(max(1024, len(states)), self._columns.values())
         fresh.slots(states)
         self._slot, self._states = fresh._slot, fresh._states
-        self.gen, self.num, self.flag = fresh.gen, fresh.num, fresh.flag
+        self.gen, self.num, self._writers = fresh.gen, fresh.num, fresh._writers

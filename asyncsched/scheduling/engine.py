@@ -4,10 +4,11 @@ This is the hot loop of asyncsched. A request builds a :class:`RequestHosts` onc
 candidate HostStates, their Placement allocation candidates and their rows in the shared
 :class:`HostColumns`), then for each instance of a multi-create calls :meth:`filter` and
 :meth:`pick`. The current host list is a numpy index array into the request's base lists,
-so filtering never copies HostState objects. Built-in numeric filters and weighers run as
-numpy expressions over columns; other state-only plugins run ``filter_states``/
-``weigh_states`` on the surviving hosts; plugins that read request-local candidates or limits
-(NUMA/PCI, third-party) get a HostCandidate per host, nova style.
+so filtering never copies HostState objects. Filters offering a ``column_mask`` and weighers
+declaring a ``column`` (built-in or third-party alike) run as numpy expressions over the shared
+columns; other state-only plugins run ``filter_states``/``weigh_states`` on the surviving
+hosts; plugins that read request-local candidates or limits (NUMA/PCI) get a HostCandidate per
+host, nova style.
 
 Semantics are nova's (see reference §1.5, §3, §4), with one documented difference: the host
 list carried to the next instance keeps its original order instead of nova's
@@ -20,27 +21,25 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import Aggregate, RequestSpec
-from asyncsched.scheduling.columns import BoolArray, FloatArray, HostColumns, IntArray
-from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
-from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.filters.io_ops_filter import IoOpsFilter
-from asyncsched.scheduling.filters.num_instances_filter import NumInstancesFilter
+from asyncsched.scheduling.candidate import HostCandidate
+from asyncsched.scheduling.columns import (
+    BoolArray,
+    ColumnMask,
+    ColumnView,
+    FloatArray,
+    HostColumns,
+    IntArray,
+)
+from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
-from asyncsched.scheduling.weighers.build_failure import BuildFailureWeigher
-from asyncsched.scheduling.weighers.cpu import CPUWeigher
-from asyncsched.scheduling.weighers.disk import DiskWeigher
-from asyncsched.scheduling.weighers.hypervisor_version import HypervisorVersionWeigher
-from asyncsched.scheduling.weighers.io_ops import IoOpsWeigher
-from asyncsched.scheduling.weighers.num_instances import NumInstancesWeigher
-from asyncsched.scheduling.weighers.pci import PCIWeigher
-from asyncsched.scheduling.weighers.ram import RAMWeigher
 from asyncsched.state.host_state import HostState
 
 Reasons = dict[str, Counter[str]]
@@ -48,76 +47,11 @@ Reasons = dict[str, Counter[str]]
 #: shared and never mutated: a host's list is copied before a plugin may prune it.
 _NO_CANDIDATES: list[dict[str, Any]] = []
 
-#: exact built-in weigher class -> column holding its raw score.
-WEIGHER_COLUMNS: dict[type[BaseHostWeigher], str] = {
-    RAMWeigher: "free_ram_mb",
-    CPUWeigher: "cpu_free",
-    DiskWeigher: "free_disk_mb",
-    IoOpsWeigher: "num_io_ops",
-    HypervisorVersionWeigher: "hypervisor_version",
-    NumInstancesWeigher: "num_instances",
-    BuildFailureWeigher: "failed_builds",
-    PCIWeigher: "pci_score",
-}
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def _compute_filter_fast(
-    f: BaseHostFilter, cols: HostColumns, slots: IntArray, now: datetime
-) -> tuple[BoolArray, Counter[str]]:
-    no_svc = cols.flag["no_service"][slots]
-    disabled = cols.flag["disabled"][slots] & ~no_svc
-    beat = cols.num["beat"][slots]
-    win = float(f.config.default.service_down_time)
-    ts = now.timestamp() if now.tzinfo is not None else now.replace(tzinfo=UTC).timestamp()
-    with np.errstate(invalid="ignore"):
-        alive = np.abs(ts - beat) <= win  # NaN (no heartbeat) compares False
-    down = ~no_svc & ~disabled & (cols.flag["forced_down"][slots] | ~alive)
-    ok = ~(no_svc | disabled | down)
-    reasons: Counter[str] = Counter()
-    if not ok.all():
-        for code, mask in (("no-service", no_svc), ("disabled", disabled), ("down", down)):
-            c = int(mask.sum())
-            if c:
-                reasons[code] = c
-    return ok, reasons
-
-
-def _threshold_fast(column: str, limit: int, code: str) -> Callable[..., Any]:
-    def run(
-        f: BaseHostFilter, cols: HostColumns, slots: IntArray, now: datetime
-    ) -> tuple[BoolArray, Counter[str]]:
-        ok = cols.num[column][slots] < limit
-        bad = int(len(ok) - ok.sum())
-        return ok, Counter({code: bad}) if bad else Counter()
-
-    return run
-
-
-def _fast_filter(
-    f: BaseHostFilter,
-) -> Callable[[BaseHostFilter, HostColumns, IntArray, datetime], tuple[BoolArray, Counter[str]]]:
-    kind = type(f)
-    if kind is ComputeFilter:
-        return _compute_filter_fast
-    if kind is IoOpsFilter:
-        return _threshold_fast(
-            "num_io_ops", f.config.filter_scheduler.max_io_ops_per_host, "io-ops"
-        )
-    if kind is NumInstancesFilter:
-        return _threshold_fast(
-            "num_instances", f.config.filter_scheduler.max_instances_per_host, "num-instances"
-        )
-    raise KeyError(kind)
-
 
 @dataclass(slots=True)
 class _FilterStep:
     plugin: BaseHostFilter
-    fast: Callable[..., tuple[BoolArray, Counter[str]]] | None
+    fast: ColumnMask | None
     state_only: bool
 
 
@@ -221,7 +155,8 @@ class RequestHosts:
             if not f.is_active(spec):
                 continue
             if step.fast is not None:
-                mask, reasons = step.fast(f, engine.columns, self.slots[self.cur], engine.clock())
+                view = ColumnView(engine.columns, self.slots[self.cur])
+                mask, reasons = step.fast.run(view, engine.clock())
             elif step.state_only:
                 codes = f.filter_states(self.current_states(), spec)
                 mask = np.fromiter((c is None for c in codes), dtype=bool, count=len(codes))
@@ -269,9 +204,9 @@ class RequestHosts:
             per_host = w.aggregate_key is not None and w.aggregate_key in engine.aggregate_keys
             if not per_host and w.config_multiplier() == 0.0:
                 continue
-            column = WEIGHER_COLUMNS.get(type(w))
+            column = w.column
             if column is not None:
-                raw = engine.columns.num[column][slots]
+                raw = engine.columns.num[column.name][slots]
             else:
                 if states is None:
                     states = self.current_states()
@@ -295,12 +230,10 @@ class RequestHosts:
     def _multipliers(self, w: BaseHostWeigher, key: str) -> FloatArray:
         """Per-host multipliers: config value, except hosts in an aggregate carrying ``key``."""
         engine = self.engine
-        kind = type(w)
-        if kind.multiplier is BaseHostWeigher.multiplier or kind is BuildFailureWeigher:
+        if type(w).multiplier is BaseHostWeigher.multiplier:
             vals = engine.aggregate_values(key)[self.slots[self.cur]]
-            if kind is BuildFailureWeigher:
-                conf = float(engine.config.filter_scheduler.build_failure_weight_multiplier)
-                return -1.0 * np.where(np.isnan(vals), conf, vals)
+            if w.aggregate_sign != 1.0:
+                vals = w.aggregate_sign * vals
             return np.where(np.isnan(vals), w.config_multiplier(), vals)
         states = self.current_states()
         return np.fromiter((w.multiplier(s) for s in states), dtype=np.float64, count=len(states))
@@ -362,7 +295,7 @@ class DecisionEngine:
         weighers: Sequence[BaseHostWeigher],
         *,
         columns: HostColumns | None = None,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
@@ -377,11 +310,11 @@ class DecisionEngine:
         self._agg_columns: dict[str, FloatArray] = {}
         self.steps: list[_FilterStep] = []
         for f in self.filters:
-            try:
-                fast: Callable[..., tuple[BoolArray, Counter[str]]] | None = _fast_filter(f)
-            except KeyError:
-                fast = None
+            fast = f.column_mask()
+            if fast is not None:
+                self.columns.register(fast.columns)
             self.steps.append(_FilterStep(f, fast, type(f).is_state_only()))
+        self.columns.register(w.column for w in self.weighers if w.column is not None)
 
     def set_aggregates(self, aggregates: Iterable[Aggregate]) -> None:
         """Index aggregate metadata keys -> member hosts (per-aggregate weigher multipliers).

@@ -7,10 +7,10 @@ and the chance driver and the filter scheduler share one contract.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import Claimer
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.state.host_state import HostState, PlacedNumaPci
@@ -30,11 +30,10 @@ class HostCache(Protocol):
         spec: RequestSpec,
         instance_uuid: str,
         *,
-        numa_topology: HostNUMATopology | None = None,
-        pci_pools: tuple[PciDevicePool, ...] | None = None,
         placed: PlacedNumaPci | None = None,
     ) -> None: ...
     async def release(self, host: HostState, instance_uuid: str) -> None: ...
+    async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None: ...
 
 
 class Placement(Claimer, Protocol):
@@ -44,4 +43,4 @@ class Placement(Claimer, Protocol):
     for candidates.
     """
 
-    async def get_allocation_candidates(self, request: ResourceRequest) -> Any: ...
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates: ...

@@ -34,9 +34,9 @@ ALL_WEIGHERS = (
     "asyncsched.scheduling.weighers.all_weighers",
 )
 
-#: Filters that exist upstream but whose implementation comes from another module (NUMA/PCI):
-#: if that module cannot be imported they refuse to start instead of passing every host.
-PENDING_FILTERS = {
+#: Built-in filters whose module may fail to import (the NUMA/PCI fitting it needs is broken
+#: or missing in a build): then naming them refuses to start instead of passing every host.
+GUARDED_FILTERS = {
     "NUMATopologyFilter": "asyncsched.scheduling.filters.numa_topology",
     "PciPassthroughFilter": "asyncsched.scheduling.filters.pci_passthrough",
 }
@@ -124,11 +124,11 @@ def _resolve(
             if short in builtin:
                 out.append(builtin[short])
                 continue
-            if base is BaseHostFilter and short in PENDING_FILTERS:
-                err = broken.get(PENDING_FILTERS[short], "module not present")
+            if base is BaseHostFilter and short in GUARDED_FILTERS:
+                err = broken.get(GUARDED_FILTERS[short], "module not present")
                 raise ConfigError(
                     f"[filter_scheduler] {option}: {short} is not available in this build "
-                    f"(NUMA/PCI fitting has not landed: {err}); remove it from {option}"
+                    f"(its module failed to import: {err}); remove it from {option}"
                 )
         found = _entry_point(group, name)
         if found is None and "." in name:

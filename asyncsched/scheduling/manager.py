@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
@@ -33,15 +34,16 @@ from asyncsched.objects.models import (
     Selection,
 )
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
-from asyncsched.scheduling.engine import DecisionEngine, RequestHosts, _utcnow
+from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 
@@ -106,14 +108,7 @@ class _Request:
                 if placed is None:
                     self.mgr.cache.consume_locked(host, spec, instance_uuid)
                 else:  # kept as usage, re-applied over every refresh until confirmed
-                    self.mgr.cache.consume_locked(
-                        host,
-                        spec,
-                        instance_uuid,
-                        numa_topology=placed.numa_after,
-                        pci_pools=placed.pci_after,
-                        placed=placed,
-                    )
+                    self.mgr.cache.consume_locked(host, spec, instance_uuid, placed=placed)
             except Exception:
                 LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
         self.consumed.append((host, instance_uuid))
@@ -129,13 +124,13 @@ class _Request:
         self.engine.refresh(host)
 
     async def release_all(self) -> None:
-        for host, instance_uuid in list(self.consumed):
-            try:
-                await self.mgr.cache.release(host, instance_uuid)
-            except Exception:
-                LOG.exception("release failed on %s", host.nodename)
-            self.engine.refresh(host)
-        self.consumed.clear()
+        """Every host rebuilt once, however many instances it took (linear)."""
+        consumed, self.consumed = self.consumed, []
+        try:
+            await self.mgr.cache.release_many(consumed)
+        finally:
+            for host in {id(h): h for h, _ in consumed}.values():
+                self.engine.refresh(host)
 
     # -- spec bookkeeping between instances ------------------------------------------------
 
@@ -163,7 +158,7 @@ class SchedulerManager:
         cache: HostCache,
         placement: Placement,
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
         diagnostics: Diagnostics | None = None,
     ) -> None:
@@ -336,11 +331,11 @@ class SchedulerManager:
         project_id = spec.project_id or req.ctx.project_id or ""
         user_id = spec.user_id or req.ctx.user_id or ""
         batch = ClaimBatch(
-            self.placement,  # type: ignore[arg-type]
+            self.placement,
             concurrency=config.asyncsched.claim_concurrency,
             project_id=project_id,
             user_id=user_id,
-            allocation_request_version=req.version or "1.36",
+            allocation_request_version=req.version or CANDIDATES_VERSION,
         )
         skip_filters = hosts.apply_host_rules(spec)
         index = 0

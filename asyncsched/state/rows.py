@@ -11,17 +11,18 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import as_utc
 from asyncsched.conf.options import Config, DefaultOptions
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
     PciDevicePool,
-    parse_cpu_spec,
     parse_host_numa_topology,
     parse_pci_pools,
 )
+from asyncsched.objects.image_props import canonical_image_props
 from asyncsched.state.host_state import ServiceInfo
 
 LOG = logging.getLogger(__name__)
@@ -65,9 +66,7 @@ class NodeSnapshot:
 
 def aware(ts: datetime | None) -> datetime | None:
     """nova stores naive UTC; we hand out timezone-aware UTC datetimes."""
-    if ts is None or ts.tzinfo is not None:
-        return ts
-    return ts.replace(tzinfo=UTC)
+    return None if ts is None else as_utc(ts)
 
 
 def effective_ratio(raw: float | None, override: float | None, initial: float) -> float:
@@ -253,10 +252,9 @@ def service_info(row: Mapping[str, Any]) -> ServiceInfo:
 # nova builds ``instance.image_meta`` from the instance's ``instance_system_metadata`` rows:
 # keys ``image_<name>`` lose the prefix, ``min_ram``/``min_disk``/``disk_format``/
 # ``container_format`` go to the image itself, ``mappings``/``block_device_mapping`` (and their
-# ``img_`` names) are never stored, and ``ImageMetaProps.from_dict`` keeps only its own fields
-# (legacy names mapped, ``hw_numa_cpus.N``/``hw_numa_mem.N`` folded into lists,
-# ``trait:X=required`` into ``traits_required``), each coerced to its field type. The weigher
-# compares ``str()`` of those typed values, so we keep exactly those strings.
+# ``img_`` names) are never stored, and ``ImageMetaProps.from_dict`` keeps only its own fields,
+# each coerced to its field type (``asyncsched.objects.image_props`` owns those rules). The
+# weigher compares ``str()`` of those typed values, so we keep exactly those strings.
 
 #: HostState.extra keys the host-state cache fills while the weigher can matter.
 IMAGE_PROPS_KEY = "instance_image_props"  # {instance uuid: {prop: value string}}
@@ -267,267 +265,6 @@ SM_INHERITABLE_KEYS = frozenset({"min_ram", "min_disk", "disk_format", "containe
 SM_SKIP_KEYS = frozenset(
     {"mappings", "block_device_mapping", "img_mappings", "img_block_device_mapping"}
 )
-NUMA_NODES_MAX = 128
-_TRUE_STRINGS = frozenset({"1", "t", "true", "on", "y", "yes"})
-
-# ImageMetaProps fields (nova 1.43) by how their value is coerced.
-_BOOL_PROPS = frozenset(
-    {
-        "hw_boot_menu",
-        "hw_firmware_stateless",
-        "hw_ipxe_boot",
-        "hw_locked_memory",
-        "hw_mem_encryption",
-        "hw_pmu",
-        "hw_qemu_guest_agent",
-        "hw_time_hpet",
-        "hw_vif_multiqueue_enabled",
-        "hw_ephemeral_encryption",
-        "hw_virtio_packed_ring",
-        "img_bittorrent",
-        "img_bdm_v2",
-        "img_cache_in_nova",
-        "img_linked_clone",
-        "img_use_agent",
-        "img_hide_hypervisor_id",
-        "os_require_quiesce",
-        "os_skip_agent_inject_files_at_boot",
-        "os_skip_agent_inject_ssh",
-    }
-)
-_INT_PROPS = frozenset(
-    {
-        "hw_cpu_cores",
-        "hw_cpu_sockets",
-        "hw_cpu_max_cores",
-        "hw_cpu_max_sockets",
-        "hw_cpu_max_threads",
-        "hw_cpu_threads",
-        "hw_device_id",
-        "hw_numa_nodes",
-        "hw_serial_port_count",
-        "hw_video_ram",
-        "hw_maxphysaddr_bits",
-        "hw_redirected_usb_ports",
-        "img_compression_level",
-        "img_version",
-    }
-)
-_STR_PROPS = frozenset(
-    {
-        # plain strings, UUIDs, version predicates and enums nova only validates
-        "hw_auto_disk_config",
-        "hw_cpu_realtime_mask",
-        "hw_disk_type",
-        "hw_machine_type",
-        "hw_mem_page_size",
-        "img_owner_id",
-        "img_root_device_name",
-        "img_signature",
-        "os_admin_user",
-        "os_command_line",
-        "os_distro",
-        "hw_ephemeral_encryption_secret_uuid",
-        "img_signature_certificate_uuid",
-        "img_hv_requested_version",
-        "hw_ephemeral_encryption_format",
-        "hw_rescue_device",
-        "hw_cpu_policy",
-        "hw_cpu_thread_policy",
-        "img_config_drive",
-        "hw_cdrom_bus",
-        "hw_disk_bus",
-        "hw_floppy_bus",
-        "hw_rescue_bus",
-        "hw_firmware_type",
-        "img_signature_hash_method",
-        "img_signature_key_type",
-        "hw_input_bus",
-        "hw_maxphysaddr_mode",
-        "hw_mem_encryption_model",
-        "hw_pci_numa_affinity_policy",
-        "hw_pointer_model",
-        "hw_rng_model",
-        "os_secure_boot",
-        "hw_sound_model",
-        "hw_tpm_model",
-        "hw_tpm_version",
-        "hw_usb_model",
-        "hw_viommu_model",
-        "hw_video_model",
-        "hw_watchdog_action",
-    }
-)
-_CANONICAL_PROPS = frozenset(
-    {
-        "hw_architecture",
-        "hw_emulation_architecture",
-        "img_hv_type",
-        "hw_vm_mode",
-        "os_type",
-        "hw_scsi_model",
-        "hw_vif_model",
-    }
-)
-_LIST_PROPS = frozenset({"hw_numa_cpus", "hw_numa_mem", "traits_required"})
-#: Every ImageMetaProps field an instance's system metadata can give (not the two
-#: block-device-mapping lists nova never stores there).
-IMAGE_PROP_FIELDS = _BOOL_PROPS | _INT_PROPS | _STR_PROPS | _CANONICAL_PROPS | _LIST_PROPS
-
-# ImageMetaProps._legacy_property_map (glance's older names)
-LEGACY_IMAGE_PROPS: Mapping[str, str] = {
-    "architecture": "hw_architecture",
-    "owner_id": "img_owner_id",
-    "vmware_disktype": "hw_disk_type",
-    "vmware_image_version": "img_version",
-    "vmware_ostype": "os_distro",
-    "auto_disk_config": "hw_auto_disk_config",
-    "ipxe_boot": "hw_ipxe_boot",
-    "xenapi_device_id": "hw_device_id",
-    "xenapi_image_compression_level": "img_compression_level",
-    "vmware_linked_clone": "img_linked_clone",
-    "xenapi_use_agent": "img_use_agent",
-    "xenapi_skip_agent_inject_ssh": "os_skip_agent_inject_ssh",
-    "xenapi_skip_agent_inject_files_at_boot": "os_skip_agent_inject_files_at_boot",
-    "cache_in_nova": "img_cache_in_nova",
-    "vm_mode": "hw_vm_mode",
-    "bittorrent": "img_bittorrent",
-    "mappings": "img_mappings",
-    "block_device_mapping": "img_block_device_mapping",
-    "bdm_v2": "img_bdm_v2",
-    "root_device_name": "img_root_device_name",
-    "hypervisor_version_requires": "img_hv_requested_version",
-    "hypervisor_type": "img_hv_type",
-}
-_SCSI_LEGACY = {"lsilogicsas": "lsisas1068", "paravirtual": "vmpvscsi"}
-_VIF_LEGACY = {
-    "virtuale1000": "e1000",
-    "virtuale1000e": "e1000e",
-    "virtualpcnet32": "pcnet",
-    "virtualsriovethernetcard": "sriov",
-    "virtualvmxnet": "vmxnet",
-    "virtualvmxnet3": "vmxnet3",
-}
-
-
-def _canonical_str(name: str, value: str) -> str:
-    """The enum fields whose coerce() rewrites the value (nova.objects.fields)."""
-    v = value.lower()
-    if name in ("hw_architecture", "hw_emulation_architecture"):
-        if v in ("i386", "i486", "i586", "x86_32", "x86_32p"):
-            return "i686"
-        return "x86_64" if v == "amd64" else v
-    if name == "img_hv_type":
-        return "xen" if v == "xapi" else v
-    if name == "hw_vm_mode":
-        return {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}.get(v, v)
-    if name == "hw_scsi_model":
-        return _SCSI_LEGACY.get(v, v)
-    if name == "hw_vif_model":
-        return _VIF_LEGACY.get(v, v)
-    return v  # os_type
-
-
-def _set_str(cpus: Iterable[int]) -> str:
-    """``str()`` of a set of small ints as Python prints it (ascending)."""
-    members = sorted(cpus)
-    return "{" + ", ".join(map(str, members)) + "}" if members else "set()"
-
-
-def image_prop_str(name: str, value: Any) -> str | None:
-    """``str()`` of the value nova's ImageMetaProps field ``name`` holds for ``value`` (a
-    wire primitive or a system-metadata string); None when nova could not coerce it. Unknown
-    names (newer nova fields) are ``str(value)``. List fields print in a stable order (traits
-    sorted, CPU sets ascending) so the same image compares equal whatever order it came in."""
-    if value is None:
-        return None
-    try:
-        if name in _BOOL_PROPS:
-            flag = value if isinstance(value, bool) else str(value).strip().lower() in _TRUE_STRINGS
-            return str(flag)
-        if name in _INT_PROPS:
-            return str(int(value))
-        if name in _CANONICAL_PROPS:
-            return _canonical_str(name, str(value))
-        if name == "traits_required":
-            traits = [value] if isinstance(value, str) else list(value)
-            return str(sorted(str(t) for t in traits))
-        if name == "hw_numa_mem":
-            if isinstance(value, str):  # nova only builds it from hw_numa_mem.N
-                return None
-            return str([int(x) for x in value])
-        if name == "hw_numa_cpus":
-            if isinstance(value, str):
-                return None
-            return "[" + ", ".join(_set_str(int(c) for c in cell) for cell in value) + "]"
-    except (TypeError, ValueError):
-        return None
-    return str(value)
-
-
-def canonical_image_props(props: Mapping[str, Any], *, keep_unknown: bool) -> dict[str, str]:
-    """nova's ``ImageMetaProps.from_dict(props).to_dict()`` with each value as ``str()``.
-
-    ``keep_unknown``: names that are not ImageMetaProps fields stay (as ``str(value)``): a
-    request's properties come from nova's own object, so an unknown name is a newer field;
-    system metadata holds every glance property, of which nova keeps only its fields.
-    A value nova cannot coerce (``hw_numa_nodes=two``) is left out instead of failing.
-    """
-    typed: dict[str, Any] = {}
-    for legacy, current in LEGACY_IMAGE_PROPS.items():
-        if legacy in props:
-            typed[current] = props[legacy]
-    adapter = props.get("vmware_adaptertype")
-    if adapter == "ide":
-        typed["hw_disk_bus"] = "ide"
-    elif adapter:
-        typed["hw_disk_bus"] = "scsi"
-        typed["hw_scsi_model"] = adapter
-    numa_cpus: list[Any] = []
-    numa_mem: list[Any] = []
-    for cell in range(NUMA_NODES_MAX):
-        if f"hw_numa_cpus.{cell}" not in props:
-            break
-        numa_cpus.append(props[f"hw_numa_cpus.{cell}"])
-    for cell in range(NUMA_NODES_MAX):
-        if f"hw_numa_mem.{cell}" not in props:
-            break
-        numa_mem.append(props[f"hw_numa_mem.{cell}"])
-    traits: list[str] = []
-    unknown: dict[str, Any] = {}
-    for key, value in props.items():
-        if key in IMAGE_PROP_FIELDS:
-            if key in ("hw_numa_cpus", "hw_numa_mem"):
-                if isinstance(value, list | tuple):  # a request's typed value
-                    typed[key] = value
-            elif key == "traits_required":
-                if not isinstance(value, str) and value is not None:
-                    traits.extend(str(t) for t in value)
-            else:
-                typed[key] = value
-        elif key.startswith("trait:"):
-            if str(value) == "required":
-                traits.append(key[len("trait:") :])
-        elif keep_unknown and key not in LEGACY_IMAGE_PROPS and key != "vmware_adaptertype":
-            if not key.startswith(("hw_numa_cpus.", "hw_numa_mem.")) and value is not None:
-                unknown[key] = value
-    if numa_cpus:
-        try:
-            typed["hw_numa_cpus"] = [parse_cpu_spec(str(c)) for c in numa_cpus]
-        except ValueError:
-            typed.pop("hw_numa_cpus", None)
-    if numa_mem:
-        typed["hw_numa_mem"] = numa_mem
-    if traits:
-        typed["traits_required"] = traits
-    for key in SM_SKIP_KEYS:
-        typed.pop(key, None)
-    out = {k: str(v) for k, v in unknown.items()}
-    for key, value in typed.items():
-        text = image_prop_str(key, value)
-        if text is not None:
-            out[key] = text
-    return out
 
 
 def image_props_from_system_metadata(rows: Iterable[tuple[str, str | None]]) -> dict[str, str]:

@@ -4,34 +4,37 @@ A filter is instantiated once (at start and on SIGHUP) with the configuration. P
 scheduler first asks ``is_active(spec)``: an inactive filter passes every host without being
 called per host, which is how most filters cost nothing on most requests. ``host_passes``
 returns ``None`` when the host passes, or a short reason code ("ram", "disabled", ...) that
-the scheduler counts for diagnosis. The scheduler core may give a filter a faster vectorised
-path; this per-host method is the semantic reference and what third-party filters implement.
+the scheduler counts for diagnosis. This per-host method is the semantic reference and what
+third-party filters implement; a filter may also offer faster forms of the same rule
+(``state_passes``/``filter_states`` over bare HostStates, ``column_mask`` over numpy columns).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
+from asyncsched.scheduling.candidate import HostCandidate
+from asyncsched.scheduling.columns import ColumnMask
 from asyncsched.state.host_state import HostState
 
+__all__ = ["BaseHostFilter", "HostCandidate", "JudgedHostFilter", "Verdict", "inherits"]
 
-@dataclass(slots=True, eq=False)
-class HostCandidate:
-    """A host as one request sees it: the shared state plus request-local data.
 
-    ``allocation_candidates`` are this node's Placement allocation requests (filters may prune
-    them, nova's CandidateFilterMixin); ``limits`` is what filters put in Selection.limits
-    (today only ``numa_topology``).
+_RULE = ("host_passes", "state_passes", "filter_states")
+
+
+def inherits(obj: object, owner: type, *names: str) -> bool:
+    """True when ``type(obj)`` takes the per-host methods and ``names`` from ``owner`` unchanged.
+
+    A filter offering a vectorised form checks this so a subclass that changes the rule (say
+    AggregateIoOpsFilter's per-aggregate limit) falls back to the per-host methods.
     """
-
-    state: HostState
-    allocation_candidates: list[dict[str, Any]] = field(default_factory=list)
-    limits: dict[str, Any] = field(default_factory=dict)
+    cls = type(obj)
+    return all(getattr(cls, n) is getattr(owner, n) for n in (*_RULE, *names))
 
 
 class BaseHostFilter:
@@ -78,6 +81,15 @@ class BaseHostFilter:
         """A reason code (or None) per host; override to hoist per-request work out of the loop."""
         passes = self.state_passes
         return [passes(s, spec) for s in states]
+
+    def column_mask(self) -> ColumnMask | None:
+        """This filter's rule over numpy host columns, or None (the default).
+
+        Asked once per configuration. A filter returning a mask declares it gives exactly the
+        verdicts of ``host_passes`` and reads only the shared HostState; the engine then runs
+        it over the request's hosts in one numpy expression.
+        """
+        return None
 
 
 class Verdict(Protocol):

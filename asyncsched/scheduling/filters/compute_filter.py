@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+import numpy as np
+
+from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.columns import BoolArray, Column, ColumnMask, ColumnView
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate, inherits
+from asyncsched.scheduling.servicegroup import heartbeat_ts, service_is_up
 from asyncsched.state.host_state import HostState, ServiceInfo
 
+# service_state column values (the per-host checks in _check's order)
+_MAYBE_UP, _NO_SERVICE, _DISABLED, _FORCED_DOWN = 0.0, 1.0, 2.0, 3.0
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
+
+def _service_state(s: HostState) -> float:
+    svc = s.service
+    if svc is None:
+        return _NO_SERVICE
+    if svc.disabled:
+        return _DISABLED
+    return _FORCED_DOWN if svc.forced_down else _MAYBE_UP
+
+
+SERVICE_STATE = Column("service_state", _service_state)
+HEARTBEAT = Column("heartbeat", lambda s: heartbeat_ts(s.service))
 
 
 class ComputeFilter(BaseHostFilter):
@@ -21,43 +39,53 @@ class ComputeFilter(BaseHostFilter):
     name = "ComputeFilter"
     run_filter_once_per_request = True
 
-    def __init__(self, config: Config, clock: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(self, config: Config, clock: Callable[[], datetime] = utcnow) -> None:
         super().__init__(config)
         self.clock = clock
 
-    def _window(self) -> tuple[datetime, datetime, datetime, datetime]:
-        """Heartbeat bounds (aware, naive-UTC) so each host costs two comparisons."""
-        now = self.clock()
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
-        down = timedelta(seconds=self.config.default.service_down_time)
-        lo, hi = now - down, now + down
-        return lo, hi, lo.replace(tzinfo=None), hi.replace(tzinfo=None)
+    def _down_time(self) -> timedelta:
+        return timedelta(seconds=self.config.default.service_down_time)
 
     @staticmethod
-    def _check(
-        svc: ServiceInfo | None, win: tuple[datetime, datetime, datetime, datetime]
-    ) -> str | None:
+    def _check(svc: ServiceInfo | None, now: datetime, down_time: timedelta) -> str | None:
         if svc is None:
             return "no-service"
         if svc.disabled:
             return "disabled"
-        if svc.forced_down:
-            return "down"
-        beat = svc.last_seen_up or svc.created_at
-        if beat is None:
-            return "down"
-        if beat.tzinfo is None:
-            return None if win[2] <= beat <= win[3] else "down"
-        return None if win[0] <= beat <= win[1] else "down"
+        return None if service_is_up(svc, now, down_time) else "down"
 
     def state_passes(self, state: HostState, spec: RequestSpec) -> str | None:
-        return self._check(state.service, self._window())
+        return self._check(state.service, as_utc(self.clock()), self._down_time())
 
     def host_passes(self, host: HostCandidate, spec: RequestSpec) -> str | None:
         return self.state_passes(host.state, spec)
 
     def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
-        win = self._window()
-        check = self._check
-        return [check(s.service, win) for s in states]
+        now, down, check = as_utc(self.clock()), self._down_time(), self._check
+        return [check(s.service, now, down) for s in states]
+
+    def column_mask(self) -> ColumnMask | None:
+        if not inherits(self, ComputeFilter, "_check"):
+            return None
+        return ColumnMask((SERVICE_STATE, HEARTBEAT), self._mask)
+
+    def _mask(self, view: ColumnView, now: datetime) -> tuple[BoolArray, Counter[str]]:
+        """The per-host rule over columns; ``now`` is the engine's clock."""
+        state, beat = view[SERVICE_STATE], view[HEARTBEAT]
+        win = float(self.config.default.service_down_time)
+        with np.errstate(invalid="ignore"):
+            alive = np.abs(as_utc(now).timestamp() - beat) <= win  # NaN (no beat) is False
+        maybe_up = state == _MAYBE_UP
+        ok = maybe_up & alive
+        reasons: Counter[str] = Counter()
+        if not ok.all():
+            down = (state == _FORCED_DOWN) | (maybe_up & ~alive)
+            for code, mask in (
+                ("no-service", state == _NO_SERVICE),
+                ("disabled", state == _DISABLED),
+                ("down", down),
+            ):
+                c = int(mask.sum())
+                if c:
+                    reasons[code] = c
+        return ok, reasons

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.columns import ColumnMask, attribute, threshold_mask
+from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate, inherits
 from asyncsched.state.host_state import HostState
 
 
@@ -26,3 +27,9 @@ class IoOpsFilter(BaseHostFilter):
             return super().filter_states(states, spec)
         limit = self.config.filter_scheduler.max_io_ops_per_host
         return [None if s.num_io_ops < limit else "io-ops" for s in states]
+
+    def column_mask(self) -> ColumnMask | None:
+        if not inherits(self, IoOpsFilter, "max_io_ops"):
+            return None  # e.g. the Aggregate* subclass: the limit is per host
+        limit = self.config.filter_scheduler.max_io_ops_per_host
+        return threshold_mask(attribute("num_io_ops"), limit, "io-ops")

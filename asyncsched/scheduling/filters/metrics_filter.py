@@ -5,21 +5,8 @@ from __future__ import annotations
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.metrics_setting import parse_setting
 from asyncsched.state.host_state import HostState
-
-
-def parse_setting(setting: tuple[str, ...]) -> list[tuple[str, float]]:
-    """``name=ratio`` entries; malformed ones are skipped, as nova does (with a warning)."""
-    out: list[tuple[str, float]] = []
-    for item in setting:
-        name, sep, ratio = item.partition("=")
-        if not sep:
-            continue
-        try:
-            out.append((name.strip(), float(ratio)))
-        except ValueError:
-            continue
-    return out
 
 
 class MetricsFilter(BaseHostFilter):

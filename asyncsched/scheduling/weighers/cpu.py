@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.columns import Column
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
-from asyncsched.state.host_state import HostState
+
+CPU_FREE = Column("cpu_free", lambda s: s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used)
 
 
 class CPUWeigher(BaseHostWeigher):
     name = "CPUWeigher"
     minval = 0
     aggregate_key = "cpu_weight_multiplier"
+    column = CPU_FREE
 
     def config_multiplier(self) -> float:
         return float(self.config.filter_scheduler.cpu_weight_multiplier)
-
-    def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
-        s = host.state
-        return float(s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used)
-
-    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
-        return [float(s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used) for s in states]

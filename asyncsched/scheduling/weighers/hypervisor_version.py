@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.columns import Column
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
-from asyncsched.state.host_state import HostState
+
+HYPERVISOR_VERSION = Column("hypervisor_version", lambda s: s.hypervisor_version or 0)
 
 
 class HypervisorVersionWeigher(BaseHostWeigher):
     name = "HypervisorVersionWeigher"
     minval = None
     aggregate_key = "hypervisor_version_weight_multiplier"
+    column = HYPERVISOR_VERSION
 
     def config_multiplier(self) -> float:
         return float(self.config.filter_scheduler.hypervisor_version_weight_multiplier)
-
-    def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
-        s = host.state
-        return float(s.hypervisor_version or 0)
-
-    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
-        return [float(s.hypervisor_version or 0) for s in states]

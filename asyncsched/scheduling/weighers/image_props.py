@@ -21,14 +21,14 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from asyncsched.conf.options import Config
+from asyncsched.objects.image_props import canonical_image_props
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.candidate import HostCandidate
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
 from asyncsched.state.rows import (
     IMAGE_PROP_COUNTS_KEY,
     IMAGE_PROPS_KEY,
-    canonical_image_props,
     image_prop_counts,
 )
 

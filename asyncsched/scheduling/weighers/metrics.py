@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NovaException
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
-from asyncsched.scheduling.filters.metrics_filter import parse_setting
+from asyncsched.scheduling.candidate import HostCandidate
+from asyncsched.scheduling.metrics_setting import parse_setting
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
 

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.filters.base import HostCandidate
+from asyncsched.scheduling.columns import attribute
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
-from asyncsched.state.host_state import HostState
 
 
 class RAMWeigher(BaseHostWeigher):
     name = "RAMWeigher"
     minval = 0
     aggregate_key = "ram_weight_multiplier"
+    column = attribute("free_ram_mb")
 
     def config_multiplier(self) -> float:
         return float(self.config.filter_scheduler.ram_weight_multiplier)
-
-    def weigh(self, host: HostCandidate, spec: RequestSpec) -> float:
-        s = host.state
-        return float(s.free_ram_mb)
-
-    def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
-        return [float(s.free_ram_mb) for s in states]

@@ -14,9 +14,8 @@ from asyncsched.objects.host_resources import (
     HostNUMATopology,
     NUMAPagesTopology,
     PciDevicePool,
-    host_numa_topology_primitive,
-    pci_pools_primitive,
 )
+from tests.support.nova_objects import host_numa_topology_primitive, pci_pools_primitive
 
 HERE = Path(__file__).parent
 GIB_KB = 1024 * 1024

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from asyncsched.objects.models import Selection
-from tests.fixtures.placement_server import PlacementServer
-from tests.integration.e2e.cloud import Cloud, allocation_of
+from tests.support.cloud import Cloud, allocation_of
+from tests.support.placement_server import PlacementServer
 
 
 async def allocations(

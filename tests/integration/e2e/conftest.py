@@ -1,55 +1,22 @@
 """The real stack for the end-to-end tests, one per test module.
 
-Real RabbitMQ (a throwaway vhost: the ``scheduler`` queue name is fixed by nova, so modules
-running side by side must not share one), real PostgreSQL (NovaDB: API + cell0 + 2 cells with
-nova's tables), the real Placement (openstack-placement under gunicorn) seeded with providers
-that match the compute nodes, and the real oslo.messaging RPCClient as nova-conductor uses it.
+Real RabbitMQ (``module_amqp_url`` of tests/integration/conftest.py: a throwaway vhost, the
+``scheduler`` queue name is fixed by nova, so modules running side by side must not share one),
+real PostgreSQL (NovaDB: API + cell0 + 2 cells with nova's tables), the real Placement
+(``placement_server``, openstack-placement under gunicorn) seeded with providers that match the
+compute nodes, and the real oslo.messaging RPCClient as nova-conductor uses it.
 """
 
 from __future__ import annotations
 
-import subprocess
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import pytest
 import pytest_asyncio
 
-from tests.fixtures.nova_db import NovaDB
-from tests.fixtures.placement_server import PlacementServer
-from tests.integration.e2e.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
-
-
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, timeout=60, check=True)
-
-
-@pytest.fixture(scope="module")
-def vhost() -> Iterator[str]:
-    name = f"asyncsched-e2e-{uuid.uuid4().hex[:12]}"
-    rabbitmqctl("add_vhost", name)
-    try:
-        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
-        yield name
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def amqp_url(vhost: str) -> str:
-    return f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
-
-
-@pytest.fixture(scope="module")
-def placement() -> Iterator[PlacementServer]:
-    server = PlacementServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
+from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
+from tests.support.nova_db import NovaDB
+from tests.support.placement_server import PlacementServer
 
 # The e2e cloud: 28 general hosts of varied sizes in AZ az1 (14 per cell); 4 small hosts in
 # az-cap that take exactly two 4 GiB instances each (8704 MB - 512 reserved); az-maint with a
@@ -89,13 +56,13 @@ class SeededStack:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def seeded(placement: PlacementServer) -> AsyncIterator[SeededStack]:
+async def seeded(placement_server: PlacementServer) -> AsyncIterator[SeededStack]:
     db = NovaDB(prefix="asyncsched_e2e")
     try:
         await db.create(n_cells=2)
         hosts, aggs = cloud_plan()
-        async with placement.seeder() as seeder:
+        async with placement_server.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
-        yield SeededStack(db, placement, cloud)
+        yield SeededStack(db, placement_server, cloud)
     finally:
         await db.drop()

@@ -24,21 +24,22 @@ from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.objects.models import Aggregate, InstanceGroup, Selection
 from asyncsched.service import Service
-from tests.fixtures.oslo_caller import (
-    OsloSchedulerClient,
-    fake_nova_exception,
-    request_spec,
-    request_spec_primitive,
-)
-from tests.fixtures.placement_server import PlacementServer
 from tests.integration.e2e.checks import allocations, check_allocations, check_selections
-from tests.integration.e2e.cloud import (
+from tests.integration.e2e.conftest import SeededStack
+from tests.support import broker
+from tests.support.cloud import (
     Cloud,
     config_file_text,
     daemon_config,
     decode_reply,
 )
-from tests.integration.e2e.conftest import SeededStack, rabbitmqctl
+from tests.support.oslo_caller import (
+    OsloSchedulerClient,
+    fake_nova_exception,
+    request_spec,
+    request_spec_primitive,
+)
+from tests.support.placement_server import PlacementServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -75,10 +76,10 @@ class Stack:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(
-    seeded: SeededStack, amqp_url: str, tmp_path_factory: pytest.TempPathFactory
+    seeded: SeededStack, module_amqp_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
     config = daemon_config(
-        transport_url=amqp_url,
+        transport_url=module_amqp_url,
         api_url=seeded.db.api_url,
         placement=seeded.placement.options,
         scheduler_host=f"e2e-{uuid.uuid4().hex[:8]}",
@@ -95,7 +96,7 @@ async def stack(
     daemon = build_daemon(config)
     service = Service(config, daemon.components, None, [str(path)])
     await service.start()
-    client = OsloSchedulerClient(amqp_url, timeout=60.0, call_monitor_timeout=30.0)
+    client = OsloSchedulerClient(module_amqp_url, timeout=60.0, call_monitor_timeout=30.0)
     try:
         yield Stack(seeded, daemon, service, client, path)
     finally:
@@ -388,14 +389,11 @@ async def test_chance_driver_end_to_end(stack: Stack) -> None:
     """[asyncsched] driver = chance: random up hosts, still claimed in Placement, through the
     same wiring and the real client (its own vhost, so the main daemon does not answer)."""
     vhost = f"asyncsched-e2e-chance-{uuid.uuid4().hex[:8]}"
-    await asyncio.to_thread(rabbitmqctl, "add_vhost", vhost)
-    url = f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
+    url = broker.amqp_url(vhost)
     service: Service | None = None
     client: OsloSchedulerClient | None = None
     try:
-        await asyncio.to_thread(
-            rabbitmqctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"
-        )
+        await asyncio.to_thread(broker.add_vhost, vhost)
         config = daemon_config(
             transport_url=url,
             api_url=stack.seeded.db.api_url,
@@ -425,4 +423,4 @@ async def test_chance_driver_end_to_end(stack: Stack) -> None:
             client.close()
         if service is not None:
             await service.stop()
-        await asyncio.to_thread(rabbitmqctl, "delete_vhost", vhost)
+        await asyncio.to_thread(broker.delete_vhost, vhost)

@@ -25,15 +25,15 @@ import pytest
 import pytest_asyncio
 
 from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
-from tests.fixtures.oslo_caller import (
+from tests.integration.e2e.checks import check_allocations, check_selections
+from tests.integration.e2e.conftest import SeededStack
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.notify_listener import NotifyListener
+from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     request_spec_primitive,
 )
-from tests.integration.e2e.checks import check_allocations, check_selections
-from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
-from tests.integration.e2e.conftest import SeededStack
-from tests.unit.service.sdnotify_listener import NotifyListener
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -138,11 +138,14 @@ async def relay(seeded: SeededStack) -> AsyncIterator[Relay]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def serve(
-    seeded: SeededStack, relay: Relay, amqp_url: str, tmp_path_factory: pytest.TempPathFactory
+    seeded: SeededStack,
+    relay: Relay,
+    module_amqp_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Daemon]:
     tmp = tmp_path_factory.mktemp("serve")
     config = daemon_config(
-        transport_url=amqp_url,
+        transport_url=module_amqp_url,
         api_url=seeded.db.api_url,
         placement=replace(
             PlacementOptions(),
@@ -173,8 +176,8 @@ async def serve(
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
-    c = OsloSchedulerClient(amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
+    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
     try:
         yield c
     finally:

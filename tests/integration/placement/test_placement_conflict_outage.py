@@ -13,7 +13,7 @@ from asyncsched.exceptions import AllocationDeleteFailed
 from asyncsched.objects.models import Flavor, RequestSpec
 from asyncsched.placement.client import PlacementClient, PlacementConnectionError
 from asyncsched.placement.query import build_resource_request
-from tests.fixtures.placement_server import PlacementServer
+from tests.support.placement_server import PlacementServer
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from asyncsched.placement.claims import ClaimBatch
 from asyncsched.placement.client import Candidates, PlacementClient, PlacementHTTPError
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
-from tests.fixtures.placement_server import PlacementServer
+from tests.support.placement_server import PlacementServer
 
 pytestmark = pytest.mark.integration
 CTX = RequestContext(user_id="u", project_id="p")

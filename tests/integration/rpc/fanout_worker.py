@@ -15,8 +15,8 @@ from typing import Any
 
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
-from tests.integration.rpc.conftest import make_config
-from tests.integration.rpc.decisions import RecordingScheduler
+from tests.support.broker import make_config
+from tests.support.decisions import RecordingScheduler
 
 
 def emit(kind: str, value: Any) -> None:

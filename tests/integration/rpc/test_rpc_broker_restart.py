@@ -39,11 +39,11 @@ import pytest
 from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
-from tests.fixtures.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
-from tests.integration.rpc.conftest import RABBITMQCTL, make_config
-from tests.integration.rpc.decisions import CELL, RecordingEvents
+from tests.support.broker import RABBITMQCTL, make_config
+from tests.support.decisions import CELL, RecordingEvents
+from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stops_broker]
 
 T = TypeVar("T")
 

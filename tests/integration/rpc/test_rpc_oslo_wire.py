@@ -1,6 +1,6 @@
 """asyncsched's RPC server against the real RabbitMQ, called by the real oslo.messaging client.
 
-Every call goes through ``tests.fixtures.oslo_caller.OsloSchedulerClient``, which builds its
+Every call goes through ``tests.support.oslo_caller.OsloSchedulerClient``, which builds its
 RPCClient exactly as nova's scheduler rpcapi does (Target topic scheduler 4.0, cap 4.5,
 call_monitor_timeout set). The decision function is a small recorder; the wire is the subject.
 """
@@ -26,15 +26,15 @@ from oslo_config import cfg
 from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate
 from asyncsched.rpc.server import RPCServer
-from tests.fixtures.oslo_caller import (
+from tests.support.broker import close_connections, list_json, make_config, rabbitmqctl
+from tests.support.decisions import RecordingEvents, RecordingScheduler
+from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     nova_context,
     request_spec,
     request_spec_primitive,
 )
-from tests.integration.rpc.conftest import close_connections, list_json, make_config, rabbitmqctl
-from tests.integration.rpc.decisions import RecordingEvents, RecordingScheduler
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.nova_db import NovaDB
-from tests.fixtures.placement_server import PlacementServer
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support import broker
+from tests.support.notify_listener import NotifyListener
+from tests.support.nova_db import NovaDB
+from tests.support.placement_server import PlacementServer
 
 pytestmark = pytest.mark.integration
 
@@ -28,18 +29,11 @@ def local_stack(tmp_path: Path) -> Iterator[str]:
     """Overrides pointing the operator's nova.conf at a real local stack (the daemon is the
     real one: it needs RabbitMQ, a nova API database and Placement to become READY)."""
     vhost = f"asyncsched-serve-{uuid.uuid4().hex[:12]}"
-    ctl = ["rabbitmqctl", "-q"]
-    subprocess.run([*ctl, "add_vhost", vhost], check=True, capture_output=True, timeout=60)
     placement = PlacementServer(workers=1)
     db = NovaDB(prefix="asyncsched_serve")
     loop = asyncio.new_event_loop()  # NovaDB's pools live on the loop that created them
     try:
-        subprocess.run(
-            [*ctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        broker.add_vhost(vhost)
         loop.run_until_complete(db.create(n_cells=1))
         placement.start()
         # The operator's third-party filter (available_filters = custom_filters.gpu.GpuFilter)
@@ -56,7 +50,7 @@ def local_stack(tmp_path: Path) -> Iterator[str]:
             "        return None\n"
         )
         yield (
-            f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n"
+            f"[DEFAULT]\ntransport_url = {broker.amqp_url(vhost)}\n"
             f"[api_database]\nconnection = {db.api_url}\n"
             f"[placement]\nauth_type = none\nendpoint_override = {placement.url}\n"
             "[filter_scheduler]\nenabled_filters = ComputeFilter,ComputeCapabilitiesFilter,"
@@ -67,7 +61,7 @@ def local_stack(tmp_path: Path) -> Iterator[str]:
         placement.stop()
         loop.run_until_complete(db.drop())
         loop.close()
-        subprocess.run([*ctl, "delete_vhost", vhost], capture_output=True, timeout=60)
+        broker.delete_vhost(vhost)
 
 
 def test_serve_speaks_the_notify_protocol_and_stops_cleanly(

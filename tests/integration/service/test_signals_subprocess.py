@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support.notify_listener import NotifyListener
 
 pytestmark = pytest.mark.integration
 

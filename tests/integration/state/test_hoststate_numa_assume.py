@@ -18,7 +18,6 @@ import pytest
 from asyncsched.objects.host_resources import (
     HostNUMATopology,
     PciDevicePool,
-    host_numa_topology_primitive,
     parse_host_numa_topology,
     parse_pci_pools,
 )
@@ -32,17 +31,17 @@ from asyncsched.objects.models import (
     RequestSpec,
 )
 from asyncsched.placement.client import PlacementClient
+from asyncsched.resources.numa import numa_usage_from_instance
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.scheduling.numa import numa_usage_from_instance
-from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
-from tests.fixtures.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
-from tests.fixtures.placement_server import PlacementServer, placement_server
-from tests.unit.numa.numa_data import dedicated_cell, guest, pci_request
+from tests.support.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
+from tests.support.nova_objects import host_numa_topology_primitive
+from tests.support.placement_server import PlacementServer
+from tests.unit.resources.numa.numa_data import dedicated_cell, guest, pci_request
 
 pytestmark = pytest.mark.integration
-__all__ = ["placement_server"]  # the module-scoped real Placement fixture
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 MIB_2 = 2048  # KiB

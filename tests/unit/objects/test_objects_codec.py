@@ -12,12 +12,14 @@ from asyncsched.objects import codec
 from asyncsched.objects.codec import CodecError
 from asyncsched.objects.models import (
     Aggregate,
+    ImageMetaProps,
     NetworkMetadata,
     NUMATopologyLimits,
     SchedulerLimits,
     Selection,
 )
-from tests.fixtures.oslo_caller import request_spec as model_spec
+from tests.support import nova_objects
+from tests.support.oslo_caller import request_spec as model_spec
 from tests.unit.objects import nova_primitives as P
 
 
@@ -195,13 +197,15 @@ def test_request_spec_round_trip_through_json() -> None:
             requested_resources=[P.request_group()],
         )
     )
-    again = codec.decode_request_spec(json.loads(json.dumps(codec.encode_request_spec(spec))))
+    again = codec.decode_request_spec(
+        json.loads(json.dumps(nova_objects.encode_request_spec(spec)))
+    )
     assert again == spec
 
 
 def test_model_spec_helper_round_trips() -> None:
     spec = model_spec(num_instances=4)
-    prim = codec.encode_request_spec(spec)
+    prim = nova_objects.encode_request_spec(spec)
     assert prim["nova_object.name"] == "RequestSpec" and prim["nova_object.version"] == "1.15"
     assert prim["nova_object.data"]["flavor"]["nova_object.name"] == "Flavor"
     assert codec.decode_request_spec(json.loads(json.dumps(prim))) == spec
@@ -266,6 +270,62 @@ def test_legacy_request_spec_and_filter_properties() -> None:
     assert spec.ignore_hosts == ("cn-9",) and spec.force_hosts == ("cn-1",)
     assert spec.retry is not None and spec.retry.hosts == (("cn-2", "cn-2.node"),)
     assert spec.limits is not None and spec.limits.memory_mb == 4096
+
+
+def _legacy_props(props: dict[str, Any]) -> ImageMetaProps:
+    request_spec = {
+        "image": {"id": "img-1", "properties": props},
+        "instance_type": {"memory_mb": 1024, "vcpus": 1},
+    }
+    spec = codec.request_spec_from_legacy(request_spec, {})
+    assert spec.image is not None
+    return spec.image.properties
+
+
+def test_legacy_image_uses_all_of_novas_legacy_names() -> None:
+    props = _legacy_props(
+        {
+            "owner_id": "o-1",
+            "vmware_ostype": "otherGuest",
+            "xenapi_use_agent": "true",
+            "vmware_adaptertype": "ide",
+            "mappings": "[]",
+            "os_distro": "ubuntu",
+        }
+    )
+    assert props.get("img_owner_id") == "o-1" and props.get("owner_id") is None
+    assert props.get("img_use_agent") == "true"
+    assert props.hw_disk_bus == "ide" and props.get("vmware_adaptertype") is None
+    assert props.get("img_mappings") == "[]" and props.get("mappings") is None
+    # nova sets legacy names first, then current names: the current name wins.
+    assert props.get("os_distro") == "ubuntu"
+
+
+def test_legacy_image_current_name_beats_legacy_whatever_the_order() -> None:
+    for raw in (
+        {"architecture": "i686", "hw_architecture": "x86_64"},
+        {"hw_architecture": "x86_64", "architecture": "i686"},
+    ):
+        assert _legacy_props(raw).hw_architecture == "x86_64"
+
+
+def test_legacy_image_trait_needs_exactly_required() -> None:
+    props = _legacy_props({"trait:CUSTOM_A": "required", "trait:CUSTOM_B": "Required "})
+    assert props.traits_required == frozenset({"CUSTOM_A"})
+
+
+def test_image_props_primitive_reads_each_typed_field_by_novas_type() -> None:
+    props = codec.decode_image_props(
+        P.obj(
+            "ImageMetaProps",
+            "1.43",
+            {"hw_numa_nodes": "2", "hw_mem_encryption": "yes", "hw_cpu_policy": "dedicated"},
+        )
+    )
+    assert props.hw_numa_nodes == 2 and props.hw_mem_encryption is True
+    assert props.hw_cpu_policy == "dedicated"
+    with pytest.raises(CodecError, match="hw_virtio_packed_ring"):
+        codec.decode_image_props({"hw_virtio_packed_ring": "perhaps"})
 
 
 def test_legacy_without_flavor_is_malformed() -> None:
@@ -379,7 +439,7 @@ def test_aggregates_in_every_shape_update_aggregates_sends() -> None:
     assert [a.id for a in listed] == [5, 6] and listed[1].hosts == ()
     wrapped = codec.decode_aggregates(P.obj("AggregateList", "1.3", {"objects": [P.aggregate()]}))
     assert wrapped == one
-    assert codec.decode_aggregates([codec.encode_aggregate(one[0])]) == one
+    assert codec.decode_aggregates([nova_objects.encode_aggregate(one[0])]) == one
     with pytest.raises(CodecError):
         codec.decode_aggregates([P.obj("Service", "1.22", {"id": 1})])
     with pytest.raises(CodecError):
@@ -387,7 +447,7 @@ def test_aggregates_in_every_shape_update_aggregates_sends() -> None:
 
 
 def test_instance_list_uuids() -> None:
-    prim = codec.encode_instance_list(["u1", "u2"], "cn-1")
+    prim = nova_objects.encode_instance_list(["u1", "u2"], "cn-1")
     assert prim["nova_object.name"] == "InstanceList"
     assert codec.decode_instance_uuids(json.loads(json.dumps(prim))) == ("u1", "u2")
     with pytest.raises(CodecError):

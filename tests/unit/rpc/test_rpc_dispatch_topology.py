@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from asyncsched.conf.options import OsloMessagingRabbitOptions
+from asyncsched.conf.transport_url import BrokerHost, parse_transport_url
 from asyncsched.exceptions import ConfigError
 from asyncsched.rpc import dispatcher
 from asyncsched.rpc.reply_cache import Outcome, ReplyCache
 from asyncsched.rpc.topology import build_topology, prefetch_count, queue_arguments
-from asyncsched.rpc.transport_url import BrokerHost, parse_transport_url
 
 RABBIT = OsloMessagingRabbitOptions()
 
@@ -60,11 +60,15 @@ def test_default_topology_matches_a_real_nova_scheduler() -> None:
     assert (f.name, f.type, f.durable, f.auto_delete) == ("scheduler_fanout", "fanout", False, True)
     topic, server, fanout = topo.queues
     assert (topic.name, topic.routing_key, topic.exchange) == ("scheduler", "scheduler", c)
-    assert (server.name, server.routing_key) == ("scheduler.sched-1", "scheduler.sched-1")
+    assert (server.name, server.routing_key, server.exchange) == (
+        "scheduler.sched-1",
+        "scheduler.sched-1",
+        c,
+    )
     for q in (topic, server):
         assert q.durable is False and q.auto_delete is False and dict(q.arguments) == {}
     assert fanout.name.startswith("scheduler_fanout_") and len(fanout.name) == 17 + 32
-    assert fanout.exchange == f and fanout.routing_key == "scheduler" and fanout.kind == "fanout"
+    assert fanout.exchange == f and fanout.routing_key == "scheduler"
     assert fanout.durable is False and fanout.auto_delete is False
     assert dict(fanout.arguments) == {"x-expires": 1800000}
 
@@ -204,3 +208,20 @@ def test_reply_cache_bounds_memory() -> None:
     assert len(cache) == 1 and cache.get("huge") is not None and cache.bytes == 5000
     cache.put("huge", Outcome(result="z"), size=10)
     assert cache.bytes == 10
+
+
+def test_method_table_serves_exactly_what_the_dispatcher_admits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncsched.rpc.methods import method_table
+
+    table = method_table(None, None)  # building only binds them; nothing is called
+    for endpoint in dispatcher.ENDPOINTS:
+        assert set(table[endpoint.name]) == endpoint.methods
+    grown = replace(
+        dispatcher.SCHEDULER_ENDPOINT,
+        methods=dispatcher.SCHEDULER_ENDPOINT.methods | {"new_method"},
+    )
+    monkeypatch.setattr(dispatcher, "ENDPOINTS", (grown, dispatcher.BASEAPI_ENDPOINT))
+    with pytest.raises(RuntimeError, match="new_method"):
+        method_table(None, None)

@@ -22,6 +22,7 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 from asyncsched.rpc import wire
 from asyncsched.rpc.server import RPCServer
+from tests.support import nova_objects
 from tests.unit.objects import nova_primitives as P
 
 
@@ -120,8 +121,8 @@ def _server(scheduler: Scheduler, events: Events, journal: Journal, **opts: Any)
         asyncsched=replace(AsyncschedOptions(), **opts),
     )
     server = RPCServer(config, scheduler, events)
-    server._publisher = FakeChannel(journal)
-    server._connected.set()
+    server._link._publisher = FakeChannel(journal)
+    server._link._connected.set()
     return server
 
 
@@ -323,7 +324,7 @@ async def test_casts_feed_events_and_never_reply(parts: tuple[Scheduler, Events,
             "update_instance_info",
             "4.2",
             host_name="cn-1",
-            instance_info=codec.encode_instance_list(["i-1"]),
+            instance_info=nova_objects.encode_instance_list(["i-1"]),
         ),
     )
     await _deliver(
@@ -357,34 +358,21 @@ async def test_ping(parts: tuple[Scheduler, Events, Journal]) -> None:
     assert _replies(journal)[0]["result"] == {"service": "scheduler", "arg": {"k": 1}}
 
 
-def test_tls_from_config_and_url(parts: tuple[Scheduler, Events, Journal]) -> None:
+def test_tls_from_config_and_url() -> None:
     import ssl
 
     from asyncsched.conf.options import OsloMessagingRabbitOptions
+    from asyncsched.conf.transport_url import parse_transport_url
+    from asyncsched.rpc.broker import ssl_context
 
-    scheduler, events, _ = parts
-    plain = RPCServer(Config(), scheduler, events)
-    assert plain._ssl_context() is None
+    rabbit = OsloMessagingRabbitOptions()
+    plain = parse_transport_url(DefaultOptions().transport_url)
+    assert ssl_context(rabbit, plain) is None
     # ?ssl=1 in transport_url without a CA: encrypted, broker not verified (as kombu does).
-    url_tls = RPCServer(
-        Config(default=replace(DefaultOptions(), transport_url="rabbit://u:p@h:5671/?ssl=1")),
-        scheduler,
-        events,
-    )
-    ctx = url_tls._ssl_context()
+    ctx = ssl_context(rabbit, parse_transport_url("rabbit://u:p@h:5671/?ssl=1"))
     assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
-    verified = RPCServer(
-        Config(
-            oslo_messaging_rabbit=replace(
-                OsloMessagingRabbitOptions(),
-                ssl=True,
-                ssl_ca_file="/etc/ssl/certs/ca-certificates.crt",
-            )
-        ),
-        scheduler,
-        events,
-    )
-    ctx = verified._ssl_context()
+    verified = replace(rabbit, ssl=True, ssl_ca_file="/etc/ssl/certs/ca-certificates.crt")
+    ctx = ssl_context(verified, plain)
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED
 
 
@@ -404,7 +392,10 @@ async def test_casts_are_applied_in_arrival_order(parts: tuple[Scheduler, Events
             {
                 "method": "update_instance_info",
                 "version": "4.2",
-                "args": {"host_name": "cn-1", "instance_info": codec.encode_instance_list(["i"])},
+                "args": {
+                    "host_name": "cn-1",
+                    "instance_info": nova_objects.encode_instance_list(["i"]),
+                },
                 "_unique_id": "c1",
             }
         ),

@@ -11,7 +11,7 @@ import pytest
 from asyncsched.exceptions import AllocationUpdateFailed, NoValidHost
 from asyncsched.rpc import wire
 from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
-from tests.reference import SAMPLES
+from tests.support.reference import SAMPLES
 
 MAX = 1 << 20
 

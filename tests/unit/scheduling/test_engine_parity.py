@@ -228,10 +228,10 @@ def test_reasons_are_counted_per_filter() -> None:
 
 
 def test_columns_follow_generation_and_forget_removed_hosts() -> None:
-    from asyncsched.scheduling.columns import HostColumns
+    from asyncsched.scheduling.columns import HostColumns, attribute
 
     a, _ = make_cloud(10, random.Random(5))
-    cols = HostColumns(capacity=2)  # forces growth
+    cols = HostColumns(capacity=2, columns=[attribute("free_ram_mb")])  # forces growth
     slots = cols.slots(a)
     assert cols.num["free_ram_mb"][slots].tolist() == [h.free_ram_mb for h in a]
     a[3].free_ram_mb = 12345

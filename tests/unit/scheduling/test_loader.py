@@ -117,7 +117,7 @@ def test_pending_numa_filter_refuses_clearly(monkeypatch: pytest.MonkeyPatch) ->
     def without_numa(package: object, base: type) -> tuple[dict, dict]:  # type: ignore[type-arg]
         found, broken = real(package, base)  # type: ignore[type-var]
         found.pop("NUMATopologyFilter", None)
-        broken[loader.PENDING_FILTERS["NUMATopologyFilter"]] = "ImportError: not built"
+        broken[loader.GUARDED_FILTERS["NUMATopologyFilter"]] = "ImportError: not built"
         return found, broken
 
     monkeypatch.setattr(loader, "_discover", without_numa)

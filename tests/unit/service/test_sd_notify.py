@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from asyncsched.notify import SystemdNotifier
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support.notify_listener import NotifyListener
 
 
 @pytest.fixture

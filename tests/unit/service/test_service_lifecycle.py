@@ -17,7 +17,7 @@ from asyncsched.conf import ConfigSources, load_config
 from asyncsched.conf.options import Config
 from asyncsched.notify import SystemdNotifier
 from asyncsched.service import Service, ServiceStartError, apply_mutable, changed_options
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support.notify_listener import NotifyListener
 
 Events = list[tuple[Any, ...]]
 

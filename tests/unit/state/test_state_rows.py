@@ -22,7 +22,7 @@ from asyncsched.state.rows import (
     resolve_ratios,
     service_info,
 )
-from tests.fixtures.nova_db import _NODE_COLUMNS, NodeSpec, _node_values
+from tests.support.nova_db import _NODE_COLUMNS, NodeSpec, _node_values
 
 _COLS = [c.strip() for c in _NODE_COLUMNS.split(",")]
 

@@ -1,1 +1,0 @@
-from tests.fixtures.placement_server import placement_server  # noqa: F401

@@ -1,5 +1,0 @@
-"""Real PostgreSQL nova databases for the host-state cache tests."""
-
-from tests.fixtures.nova_db import nova_db
-
-__all__ = ["nova_db"]

@@ -1,0 +1,1 @@
+"""Helpers the tests, the demo and the benchmarks share (real peers, builders)."""
