@@ -45,11 +45,11 @@ from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
 from bench.placement_seed import TRAITS, SeededProvider, plan, seed, verify_readback
-from tests.fixtures.nova_db import NodeSpec, NovaDB
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec_primitive
-from tests.fixtures.placement_server import PlacementServer
-from tests.integration.e2e.cloud import config_file_text, daemon_config, decode_reply
-from tests.unit.service.sdnotify_listener import NotifyListener
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.notify_listener import NotifyListener
+from tests.support.nova_db import NodeSpec, NovaDB
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.support.placement_server import PlacementServer
 
 warnings.simplefilter("ignore")
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.fixtures.placement_server import Seeder
+from tests.support.placement_server import Seeder
 
 TRAITS = ("OWNER_NOVA", "HW_CPU_X86_AVX2")
 SIZES = [  # vcpus, memory MB, disk GB

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from asyncsched.objects.models import RequestGroup
-from asyncsched.placement.client import CANDIDATES_VERSION, Candidates
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates.columns import RootColumns
 from asyncsched.state.placement_mirror import MirrorState, Provider

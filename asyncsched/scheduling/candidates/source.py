@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from asyncsched.placement.client import Candidates
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates.local import Fallback, LocalCandidates
 from asyncsched.scheduling.candidates.single_flight import SingleFlight
@@ -91,7 +92,7 @@ class CandidateSource:
         *,
         project_id: str,
         user_id: str,
-        allocation_request_version: str = "1.36",
+        allocation_request_version: str = CANDIDATES_VERSION,
         may_have_allocations: bool = False,
     ) -> bool:
         ok = False

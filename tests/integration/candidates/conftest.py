@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fixtures.placement_server import PG_HOST, PG_USER, PlacementServer, _pg_exec
+from tests.support.placement_server import PG_HOST, PG_USER, PlacementServer, _pg_exec
 
 
 def pg_exec_in(db: str, sql: str) -> None:

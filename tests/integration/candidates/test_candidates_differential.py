@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 from asyncsched.objects.models import RequestGroup
-from asyncsched.placement.client import PlacementClient, PlacementHTTPError
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.errors import PlacementHTTPError
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import Fallback, LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
-from tests.fixtures.placement_server import PlacementServer, Seeder
 from tests.integration.candidates.conftest import ReadOnlyRole
 from tests.integration.candidates.views import api_view, mirror_view, normalised
+from tests.support.placement_server import PlacementServer, Seeder
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

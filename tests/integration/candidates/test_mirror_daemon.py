@@ -19,12 +19,9 @@ import pytest_asyncio
 from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.service import Service
-from tests.fixtures.nova_db import NovaDB
-from tests.fixtures.oslo_caller import OsloSchedulerClient, request_spec, request_spec_primitive
-from tests.fixtures.placement_server import PlacementServer
 from tests.integration.candidates.conftest import ReadOnlyRole
 from tests.integration.e2e.checks import allocations
-from tests.integration.e2e.cloud import (
+from tests.support.cloud import (
     Cloud,
     HostPlan,
     config_file_text,
@@ -32,6 +29,9 @@ from tests.integration.e2e.cloud import (
     decode_reply,
     seed_cloud,
 )
+from tests.support.nova_db import NovaDB
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec, request_spec_primitive
+from tests.support.placement_server import PlacementServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

@@ -7,9 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from asyncsched.placement.client import Candidates
+from asyncsched.placement.candidates import Candidates
 from asyncsched.state.placement_mirror import MirrorState
-from tests.fixtures.placement_server import Seeder
+from tests.support.placement_server import Seeder
 
 View = dict[str, dict[str, Any]]
 

@@ -11,7 +11,7 @@ import pytest
 
 from asyncsched.conf.loader import load_string
 from asyncsched.exceptions import ConfigError
-from asyncsched.placement.client import Candidates
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import CandidateSource, SingleFlight
 from asyncsched.state.placement_mirror import MirrorState, PlacementMirror

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from asyncsched.objects.models import RequestGroup
-from asyncsched.placement.client import Candidates
+from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import Fallback, LocalCandidates
 from tests.unit.candidates.mirror_data import Cloud, inv, request
