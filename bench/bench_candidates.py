@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import os
@@ -39,6 +40,7 @@ from typing import Any
 
 import asyncpg
 
+from asyncsched.exceptions import PlacementError
 from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
@@ -445,18 +447,26 @@ async def growth_one(n: int) -> dict[str, Any]:
         out["local_ms"] = p50(times) * 1000
         out["local_candidates"] = len(getattr(c, "allocation_requests", []))
         await m.close()
-        async with PlacementClient(server.options) as client:
+        slow = dataclasses.replace(server.options, timeout=900.0)
+        async with PlacementClient(slow) as client:
             t0 = time.perf_counter()
-            got = await client.get_allocation_candidates(req)
-            out["get_ms"] = (time.perf_counter() - t0) * 1000
-            out["get_candidates"] = len(got.allocation_requests)
+            try:
+                got = await client.get_allocation_candidates(req)
+                out["get_ms"] = (time.perf_counter() - t0) * 1000
+                out["get_candidates"] = len(got.allocation_requests)
+            except PlacementError as exc:
+                print(f"  GET at {n}: {exc}")
+                out["get_ms"] = float("nan")
         return out
     finally:
         await asyncio.to_thread(server.stop)
 
 
 def growth(sizes: list[int]) -> None:
-    rows = [asyncio.run(growth_one(n)) for n in sizes]
+    rows = []
+    for n in sizes:
+        rows.append(asyncio.run(growth_one(n)))
+        print(f"  growth: {json.dumps(rows[-1])}", flush=True)
     print("\n== how the mirror grows (real Placement DB, COPY-seeded, read back through its API)")
     print(
         f"  {'providers':>9} {'load s':>7} {'memory MB':>9} {'refresh idle ms':>15} "
