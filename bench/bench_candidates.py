@@ -47,6 +47,7 @@ from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
 from bench.placement_seed import TRAITS, SeededProvider, plan, seed, verify_readback
+from tests.support import broker
 from tests.support.cloud import config_file_text, daemon_config, decode_reply
 from tests.support.notify_listener import NotifyListener
 from tests.support.nova_db import NodeSpec, NovaDB
@@ -67,10 +68,6 @@ def pct(xs: list[float], q: float) -> float:
         return float("nan")
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
-
-
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
 
 
 def spec(n: int) -> dict[str, Any]:
@@ -231,14 +228,15 @@ async def claim_rate(
 
 
 async def e2e(args: argparse.Namespace) -> None:
-    vhost = f"asyncsched-bench-{uuidlib.uuid4().hex[:8]}"
-    amqp = f"rabbit://guest:guest@127.0.0.1:5672/{vhost}"
+    with broker.throwaway_vhost("asyncsched-bench") as vhost:
+        await e2e_in(args, broker.amqp_url(vhost))
+
+
+async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
     db = NovaDB(prefix="asyncsched_bcand")
     server = PlacementServer(workers=2)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cand-"))
-    rabbitmqctl("add_vhost", vhost)
     try:
-        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
         await asyncio.to_thread(server.start)
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
         hosts = plan(args.providers)
@@ -306,12 +304,6 @@ async def e2e(args: argparse.Namespace) -> None:
     finally:
         await asyncio.to_thread(server.stop)
         await db.drop()
-        await asyncio.to_thread(
-            subprocess.run,
-            ["rabbitmqctl", "-q", "delete_vhost", vhost],
-            capture_output=True,
-            timeout=60,
-        )
 
 
 def report_e2e(

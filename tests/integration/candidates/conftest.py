@@ -45,13 +45,8 @@ class ReadOnlyRole:
 
 
 @pytest.fixture(scope="module")
-def placement() -> Iterator[PlacementServer]:
-    server = PlacementServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def placement(placement_server: PlacementServer) -> PlacementServer:
+    return placement_server
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ lands elsewhere; a granular flavor takes the GET."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,21 +37,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 FLAVOR = {"vcpus": 2, "memory_mb": 2048, "root_gb": 20}
 
 
-@pytest.fixture(scope="module")
-def amqp_url() -> Iterator[str]:
-    name = f"asyncsched-mirror-{uuid.uuid4().hex[:12]}"
-    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, timeout=60)
-    try:
-        subprocess.run(
-            ["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
-            check=True,
-            timeout=60,
-        )
-        yield f"rabbit://guest:guest@127.0.0.1:5672/{name}"
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True, timeout=60)
-
-
 @dataclass(frozen=True, slots=True)
 class Stack:
     daemon: Daemon
@@ -65,7 +49,7 @@ class Stack:
 async def stack(
     placement: PlacementServer,
     ro_role: ReadOnlyRole,
-    amqp_url: str,
+    module_amqp_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Stack]:
     db = NovaDB(prefix="asyncsched_mirror")
@@ -75,7 +59,7 @@ async def stack(
             plans = [HostPlan(f"m-{i}", 0, 4, 16384, 200) for i in range(5)]
             cloud = await seed_cloud(db, s, plans)
         config = daemon_config(
-            transport_url=amqp_url,
+            transport_url=module_amqp_url,
             api_url=db.api_url,
             placement=placement.options,
             scheduler_host=f"mirror-{uuid.uuid4().hex[:8]}",
@@ -93,7 +77,7 @@ async def stack(
         daemon = build_daemon(config)
         service = Service(config, daemon.components, None, [str(path)])
         await service.start()
-        client = OsloSchedulerClient(amqp_url, timeout=60.0, call_monitor_timeout=30.0)
+        client = OsloSchedulerClient(module_amqp_url, timeout=60.0, call_monitor_timeout=30.0)
         try:
             yield Stack(daemon, client, cloud, placement)
         finally:
