@@ -41,28 +41,69 @@ class ClassColumns:
         return ok
 
 
+class _SetColumn:
+    """Which interned set (of traits, or of aggregates) each root has, by set number."""
+
+    def __init__(self, sets: list[frozenset[str]]) -> None:
+        self.index: dict[frozenset[str], int] = {}
+        self.ids = np.fromiter(
+            (self.index.setdefault(s, len(self.index)) for s in sets),
+            dtype=np.int32,
+            count=len(sets),
+        )
+        self.masks: dict[str, BoolArray] = {}
+
+    def patched(self, rows: list[int], sets: list[frozenset[str]]) -> _SetColumn:
+        out = _SetColumn.__new__(_SetColumn)
+        out.index, out.ids = dict(self.index), self.ids.copy()
+        for row, s in zip(rows, sets, strict=True):
+            out.ids[row] = out.index.setdefault(s, len(out.index))
+        same = bool((out.ids[rows] == self.ids[rows]).all()) if rows else True
+        out.masks = dict(self.masks) if same else {}
+        return out
+
+    def mask(self, name: str) -> BoolArray:
+        found = self.masks.get(name)
+        if found is None:
+            table = np.fromiter((name in s for s in self.index), dtype=bool, count=len(self.index))
+            if not len(table):
+                table = np.zeros(1, dtype=bool)
+            found = self.masks[name] = table[self.ids]
+        return found
+
+
 class RootColumns:
     """Columns over the root providers of one state."""
 
-    def __init__(self, state: MirrorState) -> None:
+    def __init__(self, state: MirrorState, roots: list[Provider] | None = None) -> None:
         self.state = state
-        self.roots: list[Provider] = [p for p in state.providers.values() if p.is_root]
+        self.roots: list[Provider] = (
+            roots if roots is not None else [p for p in state.providers.values() if p.is_root]
+        )
         self.row: dict[int, int] = {p.id: i for i, p in enumerate(self.roots)}
         self._classes: dict[str, ClassColumns] = {}
-        self._trait_ids, self._trait_sets = self._set_ids([p.traits for p in self.roots])
-        self._agg_ids, self._agg_sets = self._set_ids([p.aggregates for p in self.roots])
-        self._trait_masks: dict[str, BoolArray] = {}
-        self._agg_masks: dict[str, BoolArray] = {}
+        self._traits = _SetColumn([p.traits for p in self.roots])
+        self._aggs = _SetColumn([p.aggregates for p in self.roots])
 
-    @staticmethod
-    def _set_ids(
-        sets: list[frozenset[str]],
-    ) -> tuple[npt.NDArray[np.int32], list[frozenset[str]]]:
-        index: dict[frozenset[str], int] = {}
-        ids = np.fromiter(
-            (index.setdefault(s, len(index)) for s in sets), dtype=np.int32, count=len(sets)
-        )
-        return ids, list(index)
+    def follow(self, state: MirrorState) -> RootColumns:
+        """These columns for a newer state: only the roots whose value changed are redone
+        (a refresh under claims changes a few providers of 10,000); else built anew."""
+        roots = [p for p in state.providers.values() if p.is_root]
+        old = self.roots
+        if len(roots) != len(old) or any(a.id != b.id for a, b in zip(roots, old, strict=True)):
+            return RootColumns(state, roots)
+        rows = [i for i, (a, b) in enumerate(zip(roots, old, strict=True)) if a is not b]
+        if len(rows) > len(roots) // 4:
+            return RootColumns(state, roots)
+        out = RootColumns.__new__(RootColumns)
+        out.state, out.roots, out.row = state, roots, self.row
+        out._classes = {
+            rc: _patched(cols, rc, [(i, roots[i]) for i in rows])
+            for rc, cols in self._classes.items()
+        }
+        out._traits = self._traits.patched(rows, [roots[i].traits for i in rows])
+        out._aggs = self._aggs.patched(rows, [roots[i].aggregates for i in rows])
+        return out
 
     def __len__(self) -> int:
         return len(self.roots)
@@ -71,37 +112,51 @@ class RootColumns:
         cols = self._classes.get(rc)
         if cols is None:
             n = len(self.roots)
-            has = np.zeros(n, dtype=bool)
-            usable = np.zeros(n, dtype=np.float64)
-            used = np.zeros(n, dtype=np.int64)
-            min_unit = np.zeros(n, dtype=np.int64)
-            max_unit = np.zeros(n, dtype=np.int64)
-            step = np.ones(n, dtype=np.int64)
+            cols = ClassColumns(
+                np.zeros(n, dtype=bool),
+                np.zeros(n, dtype=np.float64),
+                np.zeros(n, dtype=np.int64),
+                np.zeros(n, dtype=np.int64),
+                np.zeros(n, dtype=np.int64),
+                np.ones(n, dtype=np.int64),
+            )
             for i, p in enumerate(self.roots):
-                inv = p.inventories.get(rc)
-                if inv is None:
-                    continue
-                has[i] = True
-                usable[i] = (inv.total - inv.reserved) * inv.allocation_ratio
-                used[i] = p.used.get(rc, 0)
-                min_unit[i], max_unit[i], step[i] = inv.min_unit, inv.max_unit, inv.step_size
-            cols = self._classes[rc] = ClassColumns(has, usable, used, min_unit, max_unit, step)
+                _set_row(cols, i, p, rc)
+            self._classes[rc] = cols
         return cols
 
     def trait(self, name: str) -> BoolArray:
         """Roots having trait ``name``."""
-        mask = self._trait_masks.get(name)
-        if mask is None:
-            table = np.fromiter((name in s for s in self._trait_sets), dtype=bool)
-            mask = self._trait_masks[name] = table[self._trait_ids]
-        return mask
+        return self._traits.mask(name)
 
     def aggregate(self, uuid: str) -> BoolArray:
         """Roots in aggregate ``uuid``."""
-        mask = self._agg_masks.get(uuid)
-        if mask is None:
-            table = np.fromiter((uuid in s for s in self._agg_sets), dtype=bool)
-            if not len(table):
-                table = np.zeros(1, dtype=bool)
-            mask = self._agg_masks[uuid] = table[self._agg_ids]
-        return mask
+        return self._aggs.mask(uuid)
+
+
+def _set_row(cols: ClassColumns, i: int, p: Provider, rc: str) -> None:
+    inv = p.inventories.get(rc)
+    if inv is None:
+        cols.has[i], cols.usable[i], cols.used[i] = False, 0.0, 0
+        cols.min_unit[i], cols.max_unit[i], cols.step[i] = 0, 0, 1
+        return
+    cols.has[i] = True
+    cols.usable[i] = (inv.total - inv.reserved) * inv.allocation_ratio
+    cols.used[i] = p.used.get(rc, 0)
+    cols.min_unit[i], cols.max_unit[i], cols.step[i] = inv.min_unit, inv.max_unit, inv.step_size
+
+
+def _patched(cols: ClassColumns, rc: str, rows: list[tuple[int, Provider]]) -> ClassColumns:
+    if not rows:
+        return cols
+    out = ClassColumns(
+        cols.has.copy(),
+        cols.usable.copy(),
+        cols.used.copy(),
+        cols.min_unit.copy(),
+        cols.max_unit.copy(),
+        cols.step.copy(),
+    )
+    for i, p in rows:
+        _set_row(out, i, p, rc)
+    return out

@@ -89,7 +89,7 @@ class LocalCandidates:
     def columns(self, state: MirrorState) -> RootColumns:
         cols = self._columns
         if cols is None or cols.state is not state:
-            cols = self._columns = RootColumns(state)
+            cols = self._columns = RootColumns(state) if cols is None else cols.follow(state)
             if len(self._summaries) > 2 * len(state.providers) + 64:
                 live = state.providers
                 self._summaries = {i: v for i, v in self._summaries.items() if i in live}

@@ -6,6 +6,8 @@ tests/integration/candidates/test_candidates_differential.py; here each rule is 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from asyncsched.objects.models import RequestGroup
@@ -244,3 +246,48 @@ def test_no_limit_every_matching_host_is_returned() -> None:
         c.compute(f"h{i:04d}")
     req = ResourceRequest(groups=request().groups, limit=1000)
     assert len(hosts(LocalCandidates().compute(c.state(), req))) == 1500
+
+
+def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> None:
+    """A refresh changes a few providers; the patched columns must equal fresh ones."""
+    import random
+
+    from tests.unit.candidates.mirror_data import TRAITS
+
+    rng = random.Random(5)
+    plain_traits = sorted(TRAITS - {"MISC_SHARES_VIA_AGGREGATE"})
+    c = Cloud()
+    for i in range(60):
+        c.compute(f"h{i:02d}", vcpu=rng.choice([4, 8]), aggregates=rng.sample(["A", "B"], 1))
+    kept = LocalCandidates()
+    reqs = [
+        request({"VCPU": 2, "MEMORY_MB": 512}),
+        request({"VCPU": 4}, required=["CUSTOM_FAST"]),
+        request({"VCPU": 1}, forbidden=["COMPUTE_STATUS_DISABLED"], member_of=[["A"]]),
+        request({"DISK_GB": 50}, not_in=["B"]),
+    ]
+    for _ in range(30):
+        for _ in range(rng.randint(0, 6)):
+            rp_id = rng.randint(1, 60)
+            p = c.providers[rp_id]
+            what = rng.random()
+            if what < 0.5:
+                c.use(rp_id, VCPU=rng.randint(0, 8))
+            elif what < 0.7:
+                c.providers[rp_id] = replace(
+                    p, traits=frozenset(rng.sample(plain_traits, rng.randint(0, 3)))
+                )
+            elif what < 0.85:
+                c.providers[rp_id] = replace(
+                    p, aggregates=frozenset(rng.sample(["A", "B", "C"], 1))
+                )
+            else:
+                c.providers[rp_id] = replace(
+                    p, inventories={**p.inventories, "DISK_GB": inv(rng.choice([10, 100]))}
+                )
+        state = c.state()
+        for req in reqs:
+            a, b = kept.compute(state, req), LocalCandidates().compute(state, req)
+            assert isinstance(a, Candidates) and isinstance(b, Candidates)
+            assert a.allocation_requests == b.allocation_requests
+            assert a.provider_summaries == b.provider_summaries
