@@ -16,7 +16,12 @@ from typing import Any
 
 import asyncpg
 
-from asyncsched.state.placement_mirror.model import Inventory, MirrorState, Provider
+from asyncsched.state.placement_mirror.model import (
+    SHARING_TRAIT,
+    Inventory,
+    MirrorState,
+    Provider,
+)
 
 _PROVIDERS = (
     "SELECT id, uuid, name, generation, root_provider_id, parent_provider_id "
@@ -165,6 +170,25 @@ async def read(
         and old.known_classes == known_classes
     ):
         state = old  # nothing moved: readers keep whatever they built over it
+    elif (
+        old is not None
+        and not removed
+        and len(providers) == len(old.providers)
+        and old.known_traits == known_traits
+        and old.known_classes == known_classes
+        and all(_same_shape(old.providers.get(i), providers[i]) for i in changed)
+    ):
+        state = replace(old, providers=providers)  # same trees, uuids and sharing: no rebuild
     else:
         state = MirrorState.build(providers, known_traits, known_classes)
     return RefreshResult(state, names, len(changed) if old is not None else len(rows), removed)
+
+
+def _same_shape(old: Provider | None, new: Provider) -> bool:
+    """Whether ``new`` leaves the state's trees, uuids and nested/sharing classes as they were."""
+    if old is None or old.parent_id != new.parent_id or old.root_id != new.root_id:
+        return False
+    sharing = SHARING_TRAIT in new.traits
+    if sharing != (SHARING_TRAIT in old.traits):
+        return False
+    return (new.is_root and not sharing) or old.inventories.keys() == new.inventories.keys()
