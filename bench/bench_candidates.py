@@ -389,12 +389,14 @@ async def growth_one(n: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         await m.start()
         out["load_s"] = time.perf_counter() - t0
-        idle = []
+        idle, idle_cpu = [], []
         for _ in range(10):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await m.refresh()
             idle.append(time.perf_counter() - t0)
+            idle_cpu.append(time.process_time() - c0)
         out["refresh_idle_ms"] = p50(idle) * 1000
+        out["refresh_idle_cpu_ms"] = p50(idle_cpu) * 1000
         await m.close()
         # lag and refresh cost while claims land, with the background refresh every 0.5 s
         m = PlacementMirror(dsn, interval=0.5, max_age=1e9, query_timeout=300)
@@ -430,13 +432,15 @@ async def growth_one(n: int) -> dict[str, Any]:
         gc.freeze()
         lc, req = LocalCandidates(), request()
         lc.compute(state, req)
-        times = []
+        times, cpu = [], []
         for _ in range(20):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             c = lc.compute(state, req)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         gc.unfreeze()
         out["local_ms"] = p50(times) * 1000
+        out["local_cpu_ms"] = p50(cpu) * 1000
         out["local_candidates"] = len(getattr(c, "allocation_requests", []))
         await m.close()
         slow = dataclasses.replace(server.options, timeout=900.0)

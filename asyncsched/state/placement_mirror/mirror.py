@@ -23,7 +23,7 @@ from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.placement_mirror.model import MirrorState
-from asyncsched.state.placement_mirror.reader import Names, RefreshResult, read
+from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
 
 LOG = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class PlacementMirror:
         self._clock = clock
         self.state: MirrorState | None = None
         self._names: Names | None = None
+        self._prints: Prints | None = None
         self._snapshot_at: float | None = None  # clock when the last good snapshot began
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
@@ -170,7 +171,7 @@ class PlacementMirror:
                     if self._conn is None or self._conn.is_closed():
                         self._conn = await asyncpg.connect(self.dsn, statement_cache_size=16)
                     async with self._conn.transaction(isolation="repeatable_read", readonly=True):
-                        result = await read(self._conn, self.state, self._names)
+                        result = await read(self._conn, self.state, self._names, self._prints)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -201,6 +202,7 @@ class PlacementMirror:
         s.timings = [*s.timings[-199:], ms]
         self.state = result.state
         self._names = result.names
+        self._prints = result.prints
         self._snapshot_at = started
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
