@@ -103,10 +103,11 @@ class PathLog:
         return "placement mirror: not loaded (see the log)"
 
     def since(self) -> str:
+        marks = ("allocation candidates from the mirror", "allocation candidates from Placement's")
         found = [
             line.split("allocation candidates from ", 1)[1]
             for line in self._new_lines()
-            if "allocation candidates from " in line
+            if any(m in line for m in marks)
         ]
         return "candidates: " + ("; ".join(found) if found else "none asked")
 
