@@ -11,6 +11,8 @@ what it needs is up:
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
    then ``notifications`` (only when a notification driver is set), which never blocks start;
+   then ``placement_mirror`` (when ``[placement_database] connection`` is set): Placement's
+   providers loaded into memory, and ``candidates``, which answers from it or asks Placement;
 3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
 4. ``rpc``: :class:`RPCServer`, the AMQP consumers, calling 3 and feeding fanout casts to 1.
 
@@ -46,9 +48,11 @@ from asyncsched.notifications import build_notifier
 from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
+from asyncsched.scheduling.candidates import CandidateSource
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
+from asyncsched.state.placement_mirror import PlacementMirror
 
 LOG = logging.getLogger(__name__)
 
@@ -192,6 +196,8 @@ class Daemon:
     registry: CollectorRegistry
     metrics: Metrics
     admin: AdminServer | None = None
+    candidates: CandidateSource | None = None
+    mirror: PlacementMirror | None = None
 
 
 def build_daemon(
@@ -223,15 +229,18 @@ def build_daemon(
     registry, metrics = build_registry(snapshot)
     cache = HostStateCache(config, recorder=metrics)
     placement = PlacementClient.from_config(config, recorder=metrics)
+    mirror = PlacementMirror.from_config(config)
+    candidates = CandidateSource(placement, mirror)  # the mirror, else the shared GET
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
-    manager = SchedulerManager(config, cache, placement, recorder=metrics, notifier=notifier)
+    manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)
     rpc = RPCServer(config, manager, cache, recorder=metrics)
     # The notifier is a component only when it sends: it closes after the scheduler, so the
     # .end notifications of the calls drained at SIGTERM still go out.
     components: tuple[Component, ...] = (
         cache,
         PlacementComponent(placement),
+        *((mirror, candidates) if mirror is not None else ()),
         *((notifier,) if notifier.enabled else ()),
         SchedulerComponent(manager, cache),
         RPCComponent(rpc),
@@ -249,7 +258,9 @@ def build_daemon(
             extra_routes=[*extra_routes, *ExplainAPI(manager).routes()],
         )
         components = (admin, LoopLagMonitor(metrics.loop_lag.observe), *components)
-    return Daemon(cache, placement, manager, rpc, components, registry, metrics, admin)
+    return Daemon(
+        cache, placement, manager, rpc, components, registry, metrics, admin, candidates, mirror
+    )
 
 
 def build_components(config: Config) -> list[Component]:

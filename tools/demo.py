@@ -79,6 +79,39 @@ def start_daemon(conf: Path, notify_socket: str, log: Path) -> subprocess.Popen[
         )
 
 
+def placement_db_url(placement: PlacementServer) -> str:
+    return f"postgresql://root@127.0.0.1/{placement.db_name}"
+
+
+class PathLog:
+    """Which path each request's allocation candidates took, from the daemon's DEBUG log."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.pos = 0
+
+    def _new_lines(self) -> list[str]:
+        time.sleep(0.2)  # the daemon writes its log line as it answers
+        text = self.log.read_text(errors="replace")
+        lines, self.pos = text[self.pos :].splitlines(), len(text)
+        return lines
+
+    def loaded(self) -> str:
+        for line in self._new_lines():
+            if "placement mirror:" in line:
+                return "placement " + line.split("placement ", 1)[1]
+        return "placement mirror: not loaded (see the log)"
+
+    def since(self) -> str:
+        marks = ("allocation candidates from the mirror", "allocation candidates from Placement's")
+        found = [
+            line.split("allocation candidates from ", 1)[1]
+            for line in self._new_lines()
+            if any(m in line for m in marks)
+        ]
+        return "candidates: " + ("; ".join(found) if found else "none asked")
+
+
 def log_tail(log: Path, lines: int = 40) -> str:
     if not log.exists():
         return ""
@@ -203,7 +236,13 @@ async def run(tmp: Path) -> int:
             drain_timeout=10.0,
         )
         conf = tmp / "asyncsched.conf"
-        conf.write_text(config_file_text(config))
+        # The Placement mirror: asyncsched also reads placement.conf's [placement_database]
+        # (as an operator adds --config-file /etc/placement/placement.conf); DEBUG shows the
+        # path each request's candidates took.
+        conf.write_text(
+            config_file_text(config).replace("debug = False", "debug = True")
+            + f"[placement_database]\nconnection = {placement_db_url(placement)}\n"
+        )
         listener = NotifyListener()
         proc = start_daemon(conf, listener.address, log)
         t_start = time.monotonic()
@@ -214,6 +253,8 @@ async def run(tmp: Path) -> int:
             if msg.get("READY") == "1":
                 break
         print(f"  READY=1 from pid {proc.pid} after {time.monotonic() - t_start:.1f} s")
+        paths = PathLog(log)
+        print(f"  {paths.loaded()}")
 
         client = OsloSchedulerClient(amqp, timeout=120.0, call_monitor_timeout=60.0)
         print(
@@ -237,6 +278,7 @@ async def run(tmp: Path) -> int:
             f"(round trip through RabbitMQ) on {len(spread)} hosts; "
             f"east-12 (disabled) chosen: {'yes' if 'east-12' in spread else 'no'}"
         )
+        print(f"  {paths.since()}")
 
         print("\n== 4. anti-affinity server group, 4 instances, AZ west")
         group_uuids = [str(uuid.uuid4()) for _ in range(4)]
@@ -268,6 +310,24 @@ async def run(tmp: Path) -> int:
         )
         distinct = len({s[0].service_host for s in gsels})
         print(f"  distinct hosts: {distinct} of 4 ({took * 1000:.0f} ms)")
+        print(f"  {paths.since()}")
+
+        print(
+            "\n== 4b. a granular flavor (resources1:VCPU=2): a shape the mirror leaves to Placement"
+        )
+        granular = request_spec(num_instances=1, **FLAVOR, group_policy=None)
+        flavor = replace(
+            granular.flavor,
+            extra_specs={**granular.flavor.extra_specs, "resources1:VCPU": "2"},
+        )
+        one = [str(uuid.uuid4())]
+        t = time.monotonic()
+        gr = decode_reply(
+            await call(client, request_spec_primitive(replace(granular, flavor=flavor)), one)
+        )
+        took = time.monotonic() - t
+        print(f"  placed on {gr[0][0].service_host} in {took * 1000:.0f} ms")
+        print(f"  {paths.since()}")
 
         print("\n== 5. an impossible flavor (2 TiB of RAM): NoValidHost, nothing claimed")
         bad = [str(uuid.uuid4())]
@@ -278,6 +338,7 @@ async def run(tmp: Path) -> int:
                 return 1
             except nova_exc.NoValidHost as exc:
                 print(f"  nova.exception.NoValidHost: {str(exc).strip()}")
+        print(f"  {paths.since()}")
         async with placement.seeder() as seeder:
             left = await seeder.allocations(bad[0])
         print(f"  allocations in Placement for it: {left['allocations'] or 'none'}")

@@ -43,7 +43,13 @@ LOG = logging.getLogger(__name__)
 TRUE_WORDS = frozenset({"true", "1", "on", "yes"})
 FALSE_WORDS = frozenset({"false", "0", "off", "no"})
 VALID_INTERFACES = ("public", "internal", "admin")
-_DB_URL_OPTIONS = frozenset({("database", "connection"), ("api_database", "connection")})
+_DB_URL_OPTIONS = frozenset(
+    {
+        ("database", "connection"),
+        ("api_database", "connection"),
+        ("placement_database", "connection"),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

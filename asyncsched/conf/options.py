@@ -118,6 +118,19 @@ class ApiDatabaseOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacementDatabaseOptions:
+    """``[placement_database]``, as placement.conf names it: the live Placement mirror reads it."""
+
+    connection: str | None = opt(
+        None,
+        "SQLAlchemy URL of Placement's database (PostgreSQL only); read-only access is enough. "
+        "Set (e.g. by adding --config-file /etc/placement/placement.conf) to answer allocation "
+        "candidates from a live in-memory mirror; unset, every request asks Placement.",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class PlacementOptions:
     """``[placement]``: keystoneauth options nova uses to reach Placement."""
 
@@ -481,6 +494,21 @@ class AsyncschedOptions:
     ready_placement_timeout: float = opt(
         2.0, "Seconds /readyz waits for Placement's GET / before calling it unreachable.", min=0.1
     )
+    placement_mirror: bool = opt(
+        True, "Answer allocation candidates from a mirror of [placement_database] when set."
+    )
+    placement_mirror_interval: float = opt(
+        0.5,
+        "Seconds between mirror refreshes (provider generations and usage; changed providers "
+        "are reloaded).",
+        min=0.05,
+    )
+    placement_mirror_max_age: float = opt(
+        30.0,
+        "While the Placement database is unreachable the mirror keeps answering until its "
+        "last good refresh is this many seconds old; then GET /allocation_candidates.",
+        min=0.0,
+    )
     placement_noauth_token: str = opt(
         "admin",
         "x-auth-token sent to Placement when [placement] auth_type is none/noauth "
@@ -495,6 +523,7 @@ SECTIONS: dict[str, str] = {
     "database": "database",
     "api_database": "api_database",
     "placement": "placement",
+    "placement_database": "placement_database",
     "scheduler": "scheduler",
     "filter_scheduler": "filter_scheduler",
     "metrics": "metrics",
@@ -515,6 +544,7 @@ class Config:
     database: DatabaseOptions = field(default_factory=DatabaseOptions)
     api_database: ApiDatabaseOptions = field(default_factory=ApiDatabaseOptions)
     placement: PlacementOptions = field(default_factory=PlacementOptions)
+    placement_database: PlacementDatabaseOptions = field(default_factory=PlacementDatabaseOptions)
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     filter_scheduler: FilterSchedulerOptions = field(default_factory=FilterSchedulerOptions)
     metrics: MetricsOptions = field(default_factory=MetricsOptions)

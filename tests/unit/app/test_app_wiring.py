@@ -50,8 +50,11 @@ def test_components_in_start_order_and_roles() -> None:
     assert isinstance(comps[1], PlacementComponent) and comps[1].client is daemon.placement
     assert isinstance(comps[2], SchedulerComponent) and comps[2].manager is daemon.manager
     assert isinstance(comps[3], RPCComponent) and comps[3].server is daemon.rpc
-    # The scheduler decides over the cache and claims through the same Placement client.
-    assert daemon.manager.cache is daemon.cache and daemon.manager.placement is daemon.placement
+    # The scheduler decides over the cache and claims through the same Placement client (its
+    # candidates come through the CandidateSource, which has no mirror here).
+    assert daemon.manager.cache is daemon.cache and daemon.manager.placement is daemon.candidates
+    assert daemon.candidates is not None and daemon.candidates.client is daemon.placement
+    assert daemon.mirror is None
     # Only the consumers drain (stopped first, in reverse order); SIGHUP reaches the cache and
     # the scheduler.
     assert [component_name(c) for c in comps if isinstance(c, Drainable)] == ["rpc"]

@@ -1,0 +1,162 @@
+"""The mirror's root providers as numpy columns, so one request filters 10,000 hosts in a few
+vectorised steps instead of a Python loop.
+
+Built once per mirror state (a refresh that changes nothing keeps the state, and with it this
+index). Traits and aggregates are interned sets in the mirror, so each root carries the id of
+its set and a trait's mask is one lookup per distinct set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from asyncsched.state.placement_mirror import MirrorState, Provider
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassColumns:
+    """Inventory and usage of one resource class over every root (absent: ``has`` False)."""
+
+    has: BoolArray
+    usable: npt.NDArray[np.float64]  # (total - reserved) * allocation_ratio
+    used: npt.NDArray[np.int64]
+    min_unit: npt.NDArray[np.int64]
+    max_unit: npt.NDArray[np.int64]
+    step: npt.NDArray[np.int64]
+
+    def fits(self, amount: int) -> BoolArray:
+        """Placement's capacity clause for ``amount`` on every root at once."""
+        ok: BoolArray = (
+            self.has
+            & (self.used + amount <= self.usable)
+            & (self.min_unit <= amount)
+            & (self.max_unit >= amount)
+            & (amount % self.step == 0)
+        )
+        return ok
+
+
+class _SetColumn:
+    """Which interned set (of traits, or of aggregates) each root has, by set number."""
+
+    def __init__(self, sets: list[frozenset[str]]) -> None:
+        self.index: dict[frozenset[str], int] = {}
+        self.ids = np.fromiter(
+            (self.index.setdefault(s, len(self.index)) for s in sets),
+            dtype=np.int32,
+            count=len(sets),
+        )
+        self.masks: dict[str, BoolArray] = {}
+
+    def patched(self, rows: list[int], sets: list[frozenset[str]]) -> _SetColumn:
+        out = _SetColumn.__new__(_SetColumn)
+        out.index, out.ids = dict(self.index), self.ids.copy()
+        for row, s in zip(rows, sets, strict=True):
+            out.ids[row] = out.index.setdefault(s, len(out.index))
+        same = bool((out.ids[rows] == self.ids[rows]).all()) if rows else True
+        out.masks = dict(self.masks) if same else {}
+        return out
+
+    def mask(self, name: str) -> BoolArray:
+        found = self.masks.get(name)
+        if found is None:
+            table = np.fromiter((name in s for s in self.index), dtype=bool, count=len(self.index))
+            if not len(table):
+                table = np.zeros(1, dtype=bool)
+            found = self.masks[name] = table[self.ids]
+        return found
+
+
+class RootColumns:
+    """Columns over the root providers of one state."""
+
+    def __init__(self, state: MirrorState, roots: list[Provider] | None = None) -> None:
+        self.state = state
+        self.roots: list[Provider] = (
+            roots if roots is not None else [p for p in state.providers.values() if p.is_root]
+        )
+        self.row: dict[int, int] = {p.id: i for i, p in enumerate(self.roots)}
+        self._classes: dict[str, ClassColumns] = {}
+        self._traits = _SetColumn([p.traits for p in self.roots])
+        self._aggs = _SetColumn([p.aggregates for p in self.roots])
+
+    def follow(self, state: MirrorState) -> RootColumns:
+        """These columns for a newer state: only the roots whose value changed are redone
+        (a refresh under claims changes a few providers of 10,000); else built anew."""
+        roots = [p for p in state.providers.values() if p.is_root]
+        old = self.roots
+        if len(roots) != len(old) or any(a.id != b.id for a, b in zip(roots, old, strict=True)):
+            return RootColumns(state, roots)
+        rows = [i for i, (a, b) in enumerate(zip(roots, old, strict=True)) if a is not b]
+        if len(rows) > len(roots) // 4:
+            return RootColumns(state, roots)
+        out = RootColumns.__new__(RootColumns)
+        out.state, out.roots, out.row = state, roots, self.row
+        out._classes = {
+            rc: _patched(cols, rc, [(i, roots[i]) for i in rows])
+            for rc, cols in self._classes.items()
+        }
+        out._traits = self._traits.patched(rows, [roots[i].traits for i in rows])
+        out._aggs = self._aggs.patched(rows, [roots[i].aggregates for i in rows])
+        return out
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def resource(self, rc: str) -> ClassColumns:
+        cols = self._classes.get(rc)
+        if cols is None:
+            n = len(self.roots)
+            cols = ClassColumns(
+                np.zeros(n, dtype=bool),
+                np.zeros(n, dtype=np.float64),
+                np.zeros(n, dtype=np.int64),
+                np.zeros(n, dtype=np.int64),
+                np.zeros(n, dtype=np.int64),
+                np.ones(n, dtype=np.int64),
+            )
+            for i, p in enumerate(self.roots):
+                _set_row(cols, i, p, rc)
+            self._classes[rc] = cols
+        return cols
+
+    def trait(self, name: str) -> BoolArray:
+        """Roots having trait ``name``."""
+        return self._traits.mask(name)
+
+    def aggregate(self, uuid: str) -> BoolArray:
+        """Roots in aggregate ``uuid``."""
+        return self._aggs.mask(uuid)
+
+
+def _set_row(cols: ClassColumns, i: int, p: Provider, rc: str) -> None:
+    inv = p.inventories.get(rc)
+    if inv is None:
+        cols.has[i], cols.usable[i], cols.used[i] = False, 0.0, 0
+        cols.min_unit[i], cols.max_unit[i], cols.step[i] = 0, 0, 1
+        return
+    cols.has[i] = True
+    cols.usable[i] = (inv.total - inv.reserved) * inv.allocation_ratio
+    cols.used[i] = p.used.get(rc, 0)
+    cols.min_unit[i], cols.max_unit[i], cols.step[i] = inv.min_unit, inv.max_unit, inv.step_size
+
+
+def _patched(cols: ClassColumns, rc: str, rows: list[tuple[int, Provider]]) -> ClassColumns:
+    if not rows:
+        return cols
+    out = ClassColumns(
+        cols.has.copy(),
+        cols.usable.copy(),
+        cols.used.copy(),
+        cols.min_unit.copy(),
+        cols.max_unit.copy(),
+        cols.step.copy(),
+    )
+    for i, p in rows:
+        _set_row(out, i, p, rc)
+    return out

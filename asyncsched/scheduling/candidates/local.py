@@ -1,0 +1,197 @@
+"""``GET /allocation_candidates`` answered from the Placement mirror, for the shapes it can
+answer exactly.
+
+The shape is the ordinary compute-node request: one unsuffixed group with resources, each
+requested class offered only by root providers and by no sharing provider, so every candidate
+is one root holding the whole request. Placement's rules for it, read from its
+``research_context`` and ``allocation_candidate`` modules:
+
+- a class fits when ``used + amount <= (total - reserved) * allocation_ratio`` and
+  ``min_unit <= amount <= max_unit`` and ``amount % step_size == 0``;
+- required traits all on the provider, forbidden ones absent; ``member_of`` lists each need
+  one aggregate of the provider, ``!in:`` aggregates none; ``in_tree`` names the tree;
+- ``root_required`` / ``root_forbidden`` filter by the root's traits;
+- ``provider_summaries`` (1.36) has every provider of each candidate's tree, and only of
+  those (``_merge_candidates`` trims them to the trees of the allocation requests): capacity
+  ``int((total - reserved) * ratio)`` and used of every class it has inventory of, its traits,
+  parent and root uuids. ``mappings`` is ``{"": [rp]}``.
+
+No ``limit``: every matching host is returned (Placement's limit spares Placement, and a
+random thousand may not hold the best host). Anything else returns the reason it is left to
+Placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from asyncsched.objects.models import RequestGroup
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.microversions import CANDIDATES_VERSION
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates.columns import RootColumns
+from asyncsched.state.placement_mirror import MirrorState, Provider
+
+Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
+#: request shapes (amounts per class) whose allocation requests are kept for reuse
+AREQ_SHAPES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """The request is not one the mirror answers exactly: ask Placement, for this reason."""
+
+    reason: str
+
+
+def shape(request: ResourceRequest, state: MirrorState) -> RequestGroup | Fallback:
+    """The one group the mirror can answer, or why Placement must."""
+    groups = request.groups
+    if len(groups) != 1 or groups[0].requester_id or groups[0].use_same_provider:
+        return Fallback("granular request groups")
+    if request.same_subtree:
+        return Fallback("same_subtree")
+    g = groups[0]
+    if not g.resources:
+        return Fallback("resourceless request group")
+    for rc in g.resources:
+        if rc not in state.known_classes:
+            return Fallback(f"resource class {rc} unknown to the mirror")
+        if rc in state.nested_classes:
+            return Fallback(f"{rc} offered by a nested provider")
+        if rc in state.shared_classes:
+            return Fallback(f"{rc} offered by a sharing provider")
+    traits = g.required_traits | g.forbidden_traits | request.root_required | request.root_forbidden
+    unknown = traits - state.known_traits
+    if unknown:
+        return Fallback(f"trait {sorted(unknown)[0]} unknown to the mirror")
+    if g.in_tree is not None and g.in_tree not in state.by_uuid:
+        return Fallback("in_tree provider unknown to the mirror")
+    return g
+
+
+class LocalCandidates:
+    """Computes candidates over a state: numpy columns of the roots for the current state, and
+    each provider's summary for as long as the provider value is unchanged (the mirror keeps a
+    provider's identity until Placement changes it), so a request over 10,000 hosts builds
+    only what moved."""
+
+    def __init__(self) -> None:
+        self._columns: RootColumns | None = None
+        self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
+        # allocation requests by requested amounts (flavors repeat), then by provider uuid
+        self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
+
+    def columns(self, state: MirrorState) -> RootColumns:
+        cols = self._columns
+        if cols is None or cols.state is not state:
+            cols = self._columns = RootColumns(state) if cols is None else cols.follow(state)
+            if len(self._summaries) > 2 * len(state.providers) + 64:
+                live = state.providers
+                self._summaries = {i: v for i, v in self._summaries.items() if i in live}
+        return cols
+
+    def compute(
+        self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
+    ) -> Candidates | Fallback:
+        g = shape(request, state)
+        if isinstance(g, Fallback):
+            return g
+        pending = pending or {}
+        wanted = tuple(sorted(g.resources.items()))
+        cols = self.columns(state)
+        mask = np.ones(len(cols), dtype=bool)
+        if g.in_tree is not None:
+            only = cols.row.get(state.providers[state.by_uuid[g.in_tree]].root_id)
+            mask[:] = False
+            if only is not None:
+                mask[only] = True
+        for rc, amount in wanted:
+            mask &= cols.resource(rc).fits(amount)
+        for t in g.required_traits | request.root_required:  # the root is the provider
+            mask &= cols.trait(t)
+        for t in g.forbidden_traits | request.root_forbidden:
+            mask &= ~cols.trait(t)
+        for any_of in g.aggregates:
+            member = np.zeros(len(cols), dtype=bool)
+            for agg in any_of:
+                member |= cols.aggregate(agg)
+            mask &= member
+        for agg in g.forbidden_aggregates:
+            mask &= ~cols.aggregate(agg)
+        for uuid, mine in pending.items():  # claimed here, not yet in the state: check again
+            rp_id = state.by_uuid.get(uuid)
+            row = cols.row.get(rp_id) if rp_id is not None else None
+            if row is not None and mask[row]:
+                p = cols.roots[row]
+                for rc, amount in wanted:
+                    inv = p.inventories[rc]
+                    if not inv.fits(p.used.get(rc, 0) + mine.get(rc, 0), amount):
+                        mask[row] = False
+                        break
+        roots = cols.roots
+        anchored = [roots[i] for i in np.flatnonzero(mask).tolist()]
+        return self._candidates(state, anchored, wanted, pending)
+
+    def _candidates(
+        self,
+        state: MirrorState,
+        anchored: list[Provider],
+        wanted: tuple[tuple[str, int], ...],
+        pending: Pending,
+    ) -> Candidates:
+        made = self._areqs.pop(wanted, None)
+        if made is None:
+            made = {}
+            if len(self._areqs) >= AREQ_SHAPES:
+                del self._areqs[next(iter(self._areqs))]
+        self._areqs[wanted] = made  # most recent last
+        resources = dict(wanted)
+        areqs: list[dict[str, Any]] = []
+        by_rp: dict[str, list[dict[str, Any]]] = {}
+        summaries: dict[str, Any] = {}
+        providers, cache, trees = state.providers, self._summaries, state.has_trees
+        for root in anchored:
+            u = root.uuid
+            one = made.get(u)
+            if one is None:
+                one = made[u] = [
+                    {"allocations": {u: {"resources": resources}}, "mappings": {"": [u]}}
+                ]
+            areqs.append(one[0])
+            by_rp[u] = one
+            for rp_id in state.tree_of(root.id) if trees else (root.id,):
+                p = providers[rp_id]
+                mine = pending.get(p.uuid)
+                if mine:
+                    summaries[p.uuid] = summary(state, p, mine)
+                    continue
+                hit = cache.get(rp_id)
+                if hit is None or hit[0] is not p:
+                    hit = cache[rp_id] = (p, summary(state, p))
+                summaries[p.uuid] = hit[1]
+        return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
+
+
+def summary(
+    state: MirrorState, p: Provider, pending: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """One provider's entry in ``provider_summaries`` at microversion 1.36 (shared, read-only)."""
+    used = p.used
+    parent = state.providers[p.parent_id].uuid if p.parent_id is not None else None
+    return {
+        "resources": {
+            rc: {
+                "capacity": inv.capacity,
+                "used": used.get(rc, 0) + (pending.get(rc, 0) if pending else 0),
+            }
+            for rc, inv in p.inventories.items()
+        },
+        "traits": sorted(p.traits),
+        "parent_provider_uuid": parent,
+        "root_provider_uuid": state.providers[p.root_id].uuid,
+    }

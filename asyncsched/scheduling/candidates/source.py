@@ -1,0 +1,138 @@
+"""Where a request's allocation candidates come from: the mirror when it can answer, else
+Placement's ``GET /allocation_candidates`` shared by identical concurrent requests.
+
+:class:`CandidateSource` stands where the Placement client stood for the scheduler (same
+``get_allocation_candidates`` / ``claim`` / ``rollback``). Placement still judges every claim:
+claims go to the client unchanged. The source only learns from them: an accepted claim is
+subtracted from the mirror until a refresh shows it; a refused one makes the mirror read
+Placement again at once (the instance is then decided again on the hosts left, as before).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.microversions import CANDIDATES_VERSION
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates.local import Fallback, LocalCandidates
+from asyncsched.scheduling.candidates.single_flight import SingleFlight
+from asyncsched.scheduling.interfaces import Placement
+from asyncsched.state.placement_mirror import PlacementMirror
+
+LOG = logging.getLogger(__name__)
+
+MIRROR = "mirror"
+PLACEMENT = "placement"
+
+
+class CandidateSource:
+    """Component ``candidates``: path choice, counts and the single-flight GET."""
+
+    name = "candidates"
+
+    def __init__(self, client: Placement, mirror: PlacementMirror | None) -> None:
+        self.client = client
+        self.mirror = mirror
+        self._local = LocalCandidates()
+        self._flight: SingleFlight[Candidates] = SingleFlight()
+        self.paths: Counter[str] = Counter()  # "mirror", "placement"
+        self.reasons: Counter[str] = Counter()  # why "placement"
+        self.last_path: str | None = None
+        self._local_ms = 0.0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    # ---- candidates ----
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        reason = "no [placement_database] connection (or placement_mirror = false)"
+        mirror = self.mirror
+        if mirror is not None:
+            state, reason = mirror.serving()
+            if state is not None:
+                t0 = time.perf_counter()
+                got = self._local.compute(state, request, mirror.pending_usage())
+                self._local_ms = (time.perf_counter() - t0) * 1000
+                if not isinstance(got, Fallback):
+                    self._count(MIRROR, None)
+                    LOG.debug(
+                        "allocation candidates from the mirror: %d hosts in %.1f ms",
+                        len(got.allocation_requests),
+                        self._local_ms,
+                    )
+                    return got
+                reason = got.reason
+        self._count(PLACEMENT, reason)
+        return await self._flight.run(
+            request.to_querystring(), lambda: self.client.get_allocation_candidates(request)
+        )
+
+    def _count(self, path: str, reason: str | None) -> None:
+        self.paths[path] += 1
+        self.last_path = path if reason is None else f"{path} ({reason})"
+        if reason is not None:
+            self.reasons[reason] += 1
+            LOG.debug("allocation candidates from Placement's GET: %s", reason)
+
+    # ---- claims: Placement judges; the mirror learns ----
+
+    async def claim(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        project_id: str,
+        user_id: str,
+        allocation_request_version: str = CANDIDATES_VERSION,
+        may_have_allocations: bool = False,
+    ) -> bool:
+        ok = False
+        try:
+            ok = await self.client.claim(
+                consumer_uuid,
+                allocation_request,
+                project_id=project_id,
+                user_id=user_id,
+                allocation_request_version=allocation_request_version,
+                may_have_allocations=may_have_allocations,
+            )
+        finally:
+            if self.mirror is not None:
+                if ok:
+                    self.mirror.note_claimed(consumer_uuid, allocation_request)
+                else:  # what the mirror showed was wrong for this provider: read it now
+                    self.mirror.refresh_soon()
+        return ok
+
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None:
+        uuids = list(consumer_uuids)
+        try:
+            await self.client.rollback(uuids)
+        finally:
+            if self.mirror is not None:
+                self.mirror.note_released(uuids)
+
+    def health(self) -> Mapping[str, Any]:
+        serving, why = (False, "no mirror configured")
+        if self.mirror is not None:
+            state, why = self.mirror.serving()
+            serving = state is not None
+        return {
+            "source": MIRROR if serving else PLACEMENT,
+            "why_not_mirror": None if serving else why,
+            "paths": dict(self.paths),
+            "fallback_reasons": dict(self.reasons.most_common(8)),
+            "last_path": self.last_path,
+            "last_local_ms": round(self._local_ms, 2),
+            "get_calls": self._flight.calls,
+            "get_shared": self._flight.shared,
+        }

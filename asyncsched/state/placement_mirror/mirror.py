@@ -1,0 +1,281 @@
+"""The live mirror of Placement's providers: loaded before READY, refreshed in the background.
+
+It also remembers what this process has claimed since the last refresh it applied (a claim
+Placement accepted is in the next snapshot read after it; until then the mirror would show
+the capacity as free), so the next request does not pick a host this process just filled.
+A refresh failure keeps the last state; readers ask :meth:`PlacementMirror.serving` whether
+it is still young enough to answer from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
+from asyncsched.conf.options import Config
+from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.placement_mirror.model import MirrorState
+from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A claim this process made that the mirror's usage may not include yet."""
+
+    done_at: float
+    allocations: dict[str, dict[str, int]]  # rp uuid -> class -> amount
+
+
+@dataclass(slots=True)
+class _Stats:
+    refreshes: int = 0
+    failures: int = 0
+    on_demand: int = 0
+    last_ms: float = 0.0
+    max_ms: float = 0.0
+    total_ms: float = 0.0
+    last_changed: int = 0
+    last_error: str | None = None
+    load_ms: float | None = None
+    timings: list[float] = field(default_factory=list)
+
+
+class PlacementMirror:
+    """Component ``placement_mirror``: Placement's providers, usages, traits, aggregates."""
+
+    name = "placement_mirror"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval: float,
+        max_age: float,
+        query_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.dsn = to_asyncpg_dsn(url)
+        self.redacted = redact_url(url)
+        self.interval = interval
+        self.max_age = max_age
+        self.query_timeout = query_timeout
+        self._clock = clock
+        self.state: MirrorState | None = None
+        self._names: Names | None = None
+        self._prints: Prints | None = None
+        self._snapshot_at: float | None = None  # clock when the last good snapshot began
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._seq = 0  # refreshes asked for
+        self._seq_done = 0  # every refresh asked for up to this one has been applied
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._pending: dict[str, _Pending] = {}
+        self._stats = _Stats()
+
+    @classmethod
+    def from_config(cls, config: Config) -> PlacementMirror | None:
+        """The mirror the configuration asks for, or None (no URL, or switched off)."""
+        url = config.placement_database.connection
+        if not url or not config.asyncsched.placement_mirror:
+            return None
+        return cls(
+            url,
+            interval=config.asyncsched.placement_mirror_interval,
+            max_age=config.asyncsched.placement_mirror_max_age,
+            query_timeout=config.asyncsched.db_query_timeout,
+        )
+
+    # ---- lifecycle ----
+
+    async def start(self) -> None:
+        """Load everything once (before READY); a failure is logged, served by the GET path."""
+        t0 = time.perf_counter()
+        try:
+            await self.refresh()
+            self._stats.load_ms = (time.perf_counter() - t0) * 1000
+            state = self.state
+            LOG.info(
+                "placement mirror: %d providers loaded from %s in %.0f ms",
+                0 if state is None else len(state.providers),
+                self.redacted,
+                self._stats.load_ms,
+            )
+        except DatabaseUnavailable as exc:
+            LOG.warning(
+                "placement mirror: cannot load from %s (%s); allocation candidates come from "
+                "Placement's API until it can",
+                self.redacted,
+                exc,
+            )
+        self._task = asyncio.create_task(self._loop(), name="placement-mirror")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._drop_conn()
+
+    async def _loop(self) -> None:
+        failures = 0
+        while True:
+            delay = self.interval if not failures else min(self.interval * 2**failures, 10.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.refresh()
+                failures = 0
+            except DatabaseUnavailable:
+                failures = min(failures + 1, 8)
+            except Exception:  # never let the loop die: log, back off, go on
+                LOG.exception("placement mirror: refresh failed unexpectedly")
+                failures = min(failures + 1, 8)
+
+    # ---- refresh ----
+
+    async def _drop_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                async with asyncio.timeout(2):
+                    await conn.close()
+            except Exception:
+                conn.terminate()
+
+    async def refresh(self) -> None:
+        """One refresh now; waits for one in progress first, since it may predate the caller."""
+        self._seq += 1
+        wanted = self._seq
+        async with self._lock:
+            if self._seq_done >= wanted:
+                return  # a refresh that started after our request has already finished
+            started_seq = self._seq
+            started = self._clock()
+            t0 = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.query_timeout):
+                    if self._conn is None or self._conn.is_closed():
+                        self._conn = await asyncpg.connect(self.dsn, statement_cache_size=16)
+                    async with self._conn.transaction(isolation="repeatable_read", readonly=True):
+                        result = await read(self._conn, self.state, self._names, self._prints)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._drop_conn()
+                msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                self._fail(msg)
+                raise DatabaseUnavailable(f"placement database ({self.redacted}): {msg}") from exc
+            self._apply(result, started, (time.perf_counter() - t0) * 1000)
+            self._seq_done = started_seq
+
+    def _fail(self, msg: str) -> None:
+        s = self._stats
+        if s.last_error is None:
+            LOG.warning("placement mirror: database unreachable: %s", msg)
+        s.failures += 1
+        s.last_error = msg
+
+    def _apply(self, result: RefreshResult, started: float, ms: float) -> None:
+        s = self._stats
+        if s.last_error is not None:
+            LOG.warning("placement mirror: database reachable again")
+        s.last_error = None
+        s.refreshes += 1
+        s.last_ms = ms
+        s.max_ms = max(s.max_ms, ms)
+        s.total_ms += ms
+        s.last_changed = result.changed
+        s.timings = [*s.timings[-199:], ms]
+        self.state = result.state
+        self._names = result.names
+        self._prints = result.prints
+        self._snapshot_at = started
+        # Claims that completed before this snapshot began are in its usage now.
+        self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
+
+    def refresh_soon(self) -> None:
+        """Ask the background task for a refresh now (a claim was refused)."""
+        self._stats.on_demand += 1
+        self._wake.set()
+
+    # ---- readers ----
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the snapshot of the current state began (None: never loaded)."""
+        if self._snapshot_at is None:
+            return None
+        return self._clock() - self._snapshot_at
+
+    def serving(self) -> tuple[MirrorState | None, str]:
+        """(state, "") when candidates may come from the mirror, else (None, why not)."""
+        state, age = self.state, self.age
+        if state is None or age is None:
+            return None, "mirror not loaded" + (
+                f": {self._stats.last_error}" if self._stats.last_error else ""
+            )
+        if age > max(self.max_age, self.interval * 4):
+            return None, f"mirror {age:.1f} s old: {self._stats.last_error or 'not refreshed'}"
+        return state, ""
+
+    # ---- this process's claims ----
+
+    def note_claimed(self, consumer: str, allocation_request: Mapping[str, Any]) -> None:
+        allocs = allocation_request.get("allocations") or {}
+        self._pending[consumer] = _Pending(
+            self._clock(),
+            {rp: dict(a.get("resources") or {}) for rp, a in allocs.items()},
+        )
+
+    def note_released(self, consumers: Iterable[str]) -> None:
+        for c in consumers:
+            self._pending.pop(c, None)
+
+    def pending_usage(self) -> dict[str, dict[str, int]]:
+        """Amounts this process claimed that the current state does not show yet, by rp uuid."""
+        out: dict[str, dict[str, int]] = {}
+        for p in self._pending.values():
+            for rp, res in p.allocations.items():
+                acc = out.setdefault(rp, {})
+                for rc, n in res.items():
+                    acc[rc] = acc.get(rc, 0) + n
+        return out
+
+    def health(self) -> dict[str, Any]:
+        s = self._stats
+        state, why = self.serving()
+        age = self.age
+        timings = sorted(s.timings)
+        return {
+            "database": self.redacted,
+            "serving": state is not None,
+            "reason": why or None,
+            "providers": 0 if self.state is None else len(self.state.providers),
+            "age_s": None if age is None else round(age, 3),
+            "interval_s": self.interval,
+            "max_age_s": self.max_age,
+            "load_ms": None if s.load_ms is None else round(s.load_ms, 1),
+            "refreshes": s.refreshes,
+            "on_demand_refreshes": s.on_demand,
+            "refresh_failures": s.failures,
+            "refresh_ms_last": round(s.last_ms, 2),
+            "refresh_ms_p50": round(timings[len(timings) // 2], 2) if timings else None,
+            "refresh_ms_max": round(s.max_ms, 2),
+            "last_changed_providers": s.last_changed,
+            "pending_claims": len(self._pending),
+            "last_error": s.last_error,
+        }

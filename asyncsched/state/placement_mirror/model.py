@@ -1,0 +1,112 @@
+"""What the mirror holds of Placement: providers with inventories, traits and aggregates.
+
+Values are frozen; a refresh builds a new :class:`MirrorState` that shares the providers it
+did not change, so a reader holding one state sees one consistent snapshot of Placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """One row of Placement's ``inventories`` table (resource class by name)."""
+
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+
+    @property
+    def capacity(self) -> int:
+        """Placement's own rule: ``int((total - reserved) * allocation_ratio)``."""
+        return int((self.total - self.reserved) * self.allocation_ratio)
+
+    def fits(self, used: int, amount: int) -> bool:
+        """Placement's capacity clause for one resource class of one provider."""
+        return (
+            used + amount <= (self.total - self.reserved) * self.allocation_ratio
+            and self.min_unit <= amount <= self.max_unit
+            and amount % self.step_size == 0
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """One resource provider as Placement's database has it."""
+
+    id: int
+    uuid: str
+    name: str | None
+    generation: int
+    root_id: int
+    parent_id: int | None
+    inventories: Mapping[str, Inventory] = field(default_factory=dict)
+    traits: frozenset[str] = frozenset()
+    aggregates: frozenset[str] = frozenset()
+    #: sum of allocations per resource class (a new Provider value whenever it changes, so an
+    #: unchanged provider keeps its identity from one refresh to the next)
+    used: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorState:
+    """One consistent snapshot of Placement: providers by internal id."""
+
+    providers: Mapping[int, Provider]
+    by_uuid: Mapping[str, int]
+    #: members (ids) of each tree with more than one provider, by root id
+    trees: Mapping[int, tuple[int, ...]]
+    #: resource classes some non-root provider has inventory of
+    nested_classes: frozenset[str]
+    #: resource classes some sharing provider (MISC_SHARES_VIA_AGGREGATE) has inventory of
+    shared_classes: frozenset[str]
+    has_sharing: bool
+    known_traits: frozenset[str]
+    known_classes: frozenset[str]
+
+    @classmethod
+    def build(
+        cls,
+        providers: Mapping[int, Provider],
+        known_traits: frozenset[str],
+        known_classes: frozenset[str],
+    ) -> MirrorState:
+        trees: dict[int, list[int]] = {}
+        nested: set[str] = set()
+        shared: set[str] = set()
+        has_sharing = False
+        for p in providers.values():
+            if not p.is_root:
+                nested.update(p.inventories)
+                trees.setdefault(p.root_id, [p.root_id]).append(p.id)
+            if SHARING_TRAIT in p.traits:
+                has_sharing = True
+                shared.update(p.inventories)
+        return cls(
+            providers=providers,
+            by_uuid={p.uuid: p.id for p in providers.values()},
+            trees={root: tuple(ids) for root, ids in trees.items()},
+            nested_classes=frozenset(nested),
+            shared_classes=frozenset(shared),
+            has_sharing=has_sharing,
+            known_traits=known_traits,
+            known_classes=known_classes,
+        )
+
+    @property
+    def has_trees(self) -> bool:
+        return bool(self.trees)
+
+    def tree_of(self, root_id: int) -> tuple[int, ...]:
+        return self.trees.get(root_id, (root_id,))

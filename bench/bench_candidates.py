@@ -1,0 +1,505 @@
+"""Candidates from the Placement mirror vs ``GET /allocation_candidates``, end to end.
+
+A real Placement (openstack-placement, gunicorn with 2 workers, PostgreSQL) with ``--providers``
+compute-node providers COPYed straight into its database (Placement's own API then reads a
+sample back unchanged), nova databases with the same hosts, and ``asyncsched serve`` as a
+subprocess, called through the real oslo.messaging RPCClient as nova-conductor calls it. The
+same daemon runs twice in the same run: mirror on (``[placement_database] connection``) and
+mirror off (every request asks Placement). Placement's own claim rate (``PUT /allocations`` at
+``claim_concurrency``) is printed beside them: it is the floor of any multi-create.
+
+Then how the mirror grows (``--growth``): load time, memory, refresh cost (idle and while
+claims land), lag (a claim through Placement's API until the mirror shows it) and the local
+candidates time, with Placement's GET time at the same size.
+
+    .venv/bin/python -m bench.bench_candidates [--providers 10000] [--growth 1000,10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import uuid as uuidlib
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from asyncsched.exceptions import PlacementError
+from asyncsched.objects.models import RequestGroup
+from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates import LocalCandidates
+from asyncsched.state.placement_mirror import PlacementMirror
+from bench.placement_seed import TRAITS, SeededProvider, plan, seed, verify_readback
+from tests.support import broker
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.notify_listener import NotifyListener
+from tests.support.nova_db import NodeSpec, NovaDB
+from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.support.placement_server import PlacementServer
+
+warnings.simplefilter("ignore")
+ROOT = Path(__file__).resolve().parents[1]
+FLAVOR: dict[str, Any] = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40}
+
+
+def p50(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def spec(n: int) -> dict[str, Any]:
+    return request_spec_primitive(num_instances=n, group_policy=None, **FLAVOR)
+
+
+# ---- the daemon, as systemd runs it ----------------------------------------------------------
+
+
+class Serve:
+    def __init__(self, conf: Path, log: Path, health: Path) -> None:
+        self.conf, self.log, self.health_path = conf, log, health
+        self.listener = NotifyListener()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
+        t0 = time.monotonic()
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        self.listener.wait_for("READY", "1", 300.0)
+        return time.monotonic() - t0
+
+    def health(self) -> dict[str, Any]:
+        for _ in range(50):
+            try:
+                data: dict[str, Any] = json.loads(self.health_path.read_text())
+                return data
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        return {}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class Callers:
+    """One oslo.messaging client per calling thread, as separate conductor workers have."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._all: list[OsloSchedulerClient] = []
+        self._lock = threading.Lock()
+
+    def client(self) -> OsloSchedulerClient:
+        c = getattr(self._local, "client", None)
+        if c is None:
+            c = OsloSchedulerClient(self.url, timeout=600.0, call_monitor_timeout=None)
+            self._local.client = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    def boot(self, n: int) -> tuple[float, Any]:
+        uuids = [str(uuidlib.uuid4()) for _ in range(n)]
+        c = self.client()
+        t0 = time.perf_counter()
+        reply = c.select_destinations(spec(n), uuids)
+        return time.perf_counter() - t0, (uuids, reply)
+
+    def close(self) -> None:
+        for c in self._all:
+            c.close()
+
+
+async def claimed(dsn: str, uuids: list[str]) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        n = await conn.fetchval(
+            "SELECT count(DISTINCT consumer_id) FROM allocations WHERE consumer_id = ANY($1)",
+            uuids,
+        )
+        return int(n)
+    finally:
+        await conn.close()
+
+
+def run_mode(
+    mode: str, conf_text: str, tmp: Path, amqp: str, args: argparse.Namespace, pdsn: str
+) -> dict[str, Any]:
+    conf = tmp / f"{mode}.conf"
+    health = tmp / f"{mode}.health.json"
+    conf.write_text(conf_text + f"health_file = {health}\n")
+    serve = Serve(conf, tmp / f"{mode}.log", health)
+    callers = Callers(amqp)
+    out: dict[str, Any] = {"mode": mode}
+    try:
+        out["ready_s"] = serve.start()
+        single_n = args.single if mode == "mirror" else args.get_single
+        callers.boot(1)  # warm: connections, first query
+        lat = [callers.boot(1)[0] for _ in range(single_n)]
+        out["single_p50_ms"] = p50(lat) * 1000
+        out["single_p90_ms"] = pct(lat, 0.9) * 1000
+        with ThreadPoolExecutor(args.callers) as pool:
+            t0 = time.perf_counter()
+            res = list(pool.map(lambda _: callers.boot(1), range(args.boots)))
+            took = time.perf_counter() - t0
+        conc = [r[0] for r in res]
+        out["concurrent_boots_s"] = args.boots / took
+        out["concurrent_p50_ms"] = p50(conc) * 1000
+        out["concurrent_p90_ms"] = pct(conc, 0.9) * 1000
+        took, (uuids, reply) = callers.boot(args.multi)
+        sels = decode_reply(reply)
+        out["multi_s"] = took
+        out["multi_selected"] = len(sels)
+        out["multi_claimed"] = asyncio.run(claimed(pdsn, uuids))
+        time.sleep(2.5)  # one more host-state refresh writes the health file
+        h = serve.health().get("components", {})
+        out["candidates"] = h.get("candidates")
+        out["mirror"] = h.get("placement_mirror")
+    finally:
+        callers.close()
+        serve.stop()
+    return out
+
+
+async def heartbeat(db: NovaDB, every: float = 10.0) -> None:
+    """Keep every seeded compute service up (service_down_time is 60 s)."""
+    while True:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        for cell in db.cells:
+            await db.cell_execute(
+                cell, "UPDATE services SET updated_at = $1, last_seen_up = $1", now
+            )
+        await asyncio.sleep(every)
+
+
+async def claim_rate(
+    server: PlacementServer, hosts: list[SeededProvider], n: int, conc: int
+) -> float:
+    async with PlacementClient(server.options) as client:
+        sem = asyncio.Semaphore(conc)
+
+        async def one(i: int) -> bool:
+            rp = hosts[(i * 7919) % len(hosts)].uuid
+            ar = {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}}
+            async with sem:
+                return await client.claim(str(uuidlib.uuid4()), ar, project_id="p", user_id="u")
+
+        t0 = time.perf_counter()
+        ok = await asyncio.gather(*(one(i) for i in range(n)))
+        took = time.perf_counter() - t0
+    assert all(ok)
+    return n / took
+
+
+async def e2e(args: argparse.Namespace) -> None:
+    with broker.throwaway_vhost("asyncsched-bench") as vhost:
+        await e2e_in(args, broker.amqp_url(vhost))
+
+
+async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
+    db = NovaDB(prefix="asyncsched_bcand")
+    server = PlacementServer(workers=2)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cand-"))
+    try:
+        await asyncio.to_thread(server.start)
+        pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
+        hosts = plan(args.providers)
+
+        async def prepare() -> None:
+            async with server.seeder() as s:
+                await s.call("GET", "/traits")  # Placement syncs its standard traits
+                t0 = time.perf_counter()
+                await seed(pdsn, hosts)
+                took = time.perf_counter() - t0
+                checked = await verify_readback(s, hosts, 200)
+                _, rps = await s.call("GET", "/resource_providers?resources=VCPU:1")
+                assert len(rps["resource_providers"]) == len(hosts)
+            print(
+                f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
+                f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
+                "unchanged"
+            )
+            await db.create(n_cells=1)
+            await db.add_hosts_bulk(
+                db.cells[0],
+                [
+                    NodeSpec(
+                        host=h.name,
+                        uuid=h.uuid,
+                        vcpus=h.vcpus,
+                        memory_mb=h.memory_mb,
+                        local_gb=h.disk_gb,
+                    )
+                    for h in hosts
+                ],
+            )
+
+        await prepare()
+        config = daemon_config(
+            transport_url=amqp,
+            api_url=db.api_url,
+            placement=server.options,
+            scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
+            refresh_interval=2.0,  # the health file is written on each host-state refresh
+            full_resync_interval=3600.0,
+            drain_timeout=30.0,
+        )
+        base = config_file_text(config)
+        base = base.replace(f"timeout = {server.options.timeout}", "timeout = 600")
+        with_mirror = (
+            base
+            + "placement_mirror_interval = 0.5\n"
+            + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
+        )
+        beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
+        try:
+            results = []
+            for mode, text in (
+                ("mirror", with_mirror),
+                ("GET", base + "placement_mirror = false\n"),
+            ):
+                results.append(await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn))
+                print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+        finally:
+            beat.cancel()
+        rate = await claim_rate(server, hosts, args.claims, 8)
+        rate20 = await claim_rate(server, hosts, args.claims, args.callers)
+        report_e2e(results, rate, rate20, args)
+    finally:
+        await asyncio.to_thread(server.stop)
+        await db.drop()
+
+
+def report_e2e(
+    results: list[dict[str, Any]], rate: float, rate20: float, args: argparse.Namespace
+) -> None:
+    m, g = results
+    print(
+        f"\n== end to end, {args.providers} providers, real oslo.messaging client, asyncsched serve"
+    )
+    rows = [
+        ("one boot p50 (ms)", "single_p50_ms", "{:.0f}"),
+        ("one boot p90 (ms)", "single_p90_ms", "{:.0f}"),
+        (
+            f"{args.boots} boots from {args.callers} callers (boots/s)",
+            "concurrent_boots_s",
+            "{:.1f}",
+        ),
+        ("   their p50 latency (ms)", "concurrent_p50_ms", "{:.0f}"),
+        ("   their p90 latency (ms)", "concurrent_p90_ms", "{:.0f}"),
+        (f"{args.multi}-instance multi-create (s)", "multi_s", "{:.2f}"),
+        ("   instances claimed in Placement", "multi_claimed", "{}"),
+    ]
+    print(f"  {'':44} {'mirror':>10} {'GET':>10} {'ratio':>7}")
+    for label, key, fmt in rows:
+        a, b = m[key], g[key]
+        ratio = (b / a if "boots_s" not in key else a / b) if a and b else float("nan")
+        ratio_s = f"{ratio:.1f}x" if key not in ("multi_claimed",) else ""
+        print(f"  {label:44} {fmt.format(a):>10} {fmt.format(b):>10} {ratio_s:>7}")
+    print(
+        f"  Placement's own claim rate (PUT /allocations): {rate:.0f}/s at concurrency 8, "
+        f"{rate20:.0f}/s at {args.callers}"
+    )
+    print(f"  daemon READY after: mirror {m['ready_s']:.1f} s, GET {g['ready_s']:.1f} s")
+    print(
+        f"  paths (mirror run): {json.dumps((m.get('candidates') or {}).get('paths'))}; "
+        f"GET calls {(m.get('candidates') or {}).get('get_calls')}"
+    )
+    mh = m.get("mirror") or {}
+    print(
+        f"  mirror: {mh.get('providers')} providers, loaded in {mh.get('load_ms')} ms; "
+        f"refresh p50 {mh.get('refresh_ms_p50')} ms every {mh.get('interval_s')} s "
+        f"(max {mh.get('refresh_ms_max')} ms), {mh.get('refreshes')} refreshes, "
+        f"{mh.get('on_demand_refreshes')} after refused claims"
+    )
+
+
+# ---- growth ---------------------------------------------------------------------------------
+
+
+def request() -> ResourceRequest:
+    g = RequestGroup(
+        use_same_provider=False,
+        resources={
+            "VCPU": FLAVOR["vcpus"],
+            "MEMORY_MB": FLAVOR["memory_mb"],
+            "DISK_GB": FLAVOR["root_gb"],
+        },
+        required_traits=frozenset(TRAITS),
+        forbidden_traits=frozenset({"COMPUTE_STATUS_DISABLED"}),
+    )
+    return ResourceRequest(groups=(g,), limit=1000)
+
+
+async def growth_one(n: int) -> dict[str, Any]:
+    server = PlacementServer(workers=2)
+    await asyncio.to_thread(server.start)
+    try:
+        dsn = f"postgresql://root@127.0.0.1/{server.db_name}"
+        hosts = plan(n, prefix=f"g{n}")
+        async with server.seeder() as s:
+            await s.call("GET", "/traits")
+            await seed(dsn, hosts)
+            await verify_readback(s, hosts, 100)
+        out: dict[str, Any] = {"providers": n}
+        gc.collect()
+        tracemalloc.start()
+        m = PlacementMirror(dsn, interval=3600, max_age=1e9, query_timeout=300)
+        await m.start()
+        out["memory_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
+        tracemalloc.stop()
+        await m.close()
+        m = PlacementMirror(dsn, interval=3600, max_age=1e9, query_timeout=300)
+        t0 = time.perf_counter()
+        await m.start()
+        out["load_s"] = time.perf_counter() - t0
+        idle, idle_cpu = [], []
+        for _ in range(10):
+            t0, c0 = time.perf_counter(), time.process_time()
+            await m.refresh()
+            idle.append(time.perf_counter() - t0)
+            idle_cpu.append(time.process_time() - c0)
+        out["refresh_idle_ms"] = p50(idle) * 1000
+        out["refresh_idle_cpu_ms"] = p50(idle_cpu) * 1000
+        await m.close()
+        # lag and refresh cost while claims land, with the background refresh every 0.5 s
+        m = PlacementMirror(dsn, interval=0.5, max_age=1e9, query_timeout=300)
+        await m.start()
+        lags: list[float] = []
+        async with server.seeder() as s:
+            for i in range(10):
+                rp = hosts[(i * 104729) % n]
+                consumer = str(uuidlib.uuid4())
+                body = {
+                    "allocations": {rp.uuid: {"resources": {"VCPU": 1}}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                }
+                status, _ = await s.call("PUT", f"/allocations/{consumer}", body)
+                assert status == 204
+                done = time.perf_counter()
+                while True:
+                    st = m.state
+                    assert st is not None
+                    if st.providers[st.by_uuid[rp.uuid]].used.get("VCPU", 0) >= 1:
+                        break
+                    await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - done)
+                await asyncio.sleep(0.13 * (i % 4))
+        h = m.health()
+        out["lag_p50_ms"] = p50(lags) * 1000
+        out["lag_max_ms"] = max(lags) * 1000
+        out["refresh_busy_ms"] = h["refresh_ms_p50"]
+        state, _ = m.serving()
+        assert state is not None
+        gc.freeze()
+        lc, req = LocalCandidates(), request()
+        lc.compute(state, req)
+        times, cpu = [], []
+        for _ in range(20):
+            t0, c0 = time.perf_counter(), time.process_time()
+            c = lc.compute(state, req)
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        gc.unfreeze()
+        out["local_ms"] = p50(times) * 1000
+        out["local_cpu_ms"] = p50(cpu) * 1000
+        out["local_candidates"] = len(getattr(c, "allocation_requests", []))
+        await m.close()
+        slow = dataclasses.replace(server.options, timeout=900.0)
+        async with PlacementClient(slow) as client:
+            t0 = time.perf_counter()
+            try:
+                got = await client.get_allocation_candidates(req)
+                out["get_ms"] = (time.perf_counter() - t0) * 1000
+                out["get_candidates"] = len(got.allocation_requests)
+            except PlacementError as exc:
+                print(f"  GET at {n}: {exc}")
+                out["get_ms"] = float("nan")
+        return out
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def growth(sizes: list[int]) -> None:
+    rows = []
+    for n in sizes:
+        rows.append(asyncio.run(growth_one(n)))
+        print(f"  growth: {json.dumps(rows[-1])}", flush=True)
+    print("\n== how the mirror grows (real Placement DB, COPY-seeded, read back through its API)")
+    print(
+        f"  {'providers':>9} {'load s':>7} {'memory MB':>9} {'refresh idle ms':>15} "
+        f"{'refresh busy ms':>15} {'lag p50/max ms':>15} {'local cands ms':>14} "
+        f"{'GET ms (limit 1000)':>19}"
+    )
+    for r in rows:
+        print(
+            f"  {r['providers']:>9} {r['load_s']:>7.2f} {r['memory_mb']:>9.1f} "
+            f"{r['refresh_idle_ms']:>15.1f} "
+            f"{r['refresh_busy_ms']:>15.1f} {r['lag_p50_ms']:>7.0f}/{r['lag_max_ms']:<7.0f} "
+            f"{r['local_ms']:>14.1f} {r['get_ms']:>19.0f}"
+        )
+    print(
+        "  (local cands: all matching hosts, no limit; refresh every 0.5 s: refresh ms / 500 is the"
+        " share of one PostgreSQL backend it keeps busy)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--providers", type=int, default=10000)
+    ap.add_argument("--single", type=int, default=30, help="sequential one-instance boots (mirror)")
+    ap.add_argument("--get-single", type=int, default=8, help="sequential boots on the GET path")
+    ap.add_argument("--boots", type=int, default=100)
+    ap.add_argument("--callers", type=int, default=20)
+    ap.add_argument("--multi", type=int, default=1000)
+    ap.add_argument("--claims", type=int, default=300)
+    ap.add_argument("--growth", default="1000,10000,100000", help="sizes, or '' to skip")
+    ap.add_argument("--skip-e2e", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.skip_e2e:
+        asyncio.run(e2e(args))
+    if args.growth:
+        growth([int(x) for x in args.growth.split(",")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

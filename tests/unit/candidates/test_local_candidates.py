@@ -1,0 +1,293 @@
+"""LocalCandidates: Placement's answer for single-root requests, computed from a mirror state.
+
+The same rules are checked against the real Placement in
+tests/integration/candidates/test_candidates_differential.py; here each rule is pinned alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from asyncsched.objects.models import RequestGroup
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates import Fallback, LocalCandidates
+from tests.unit.candidates.mirror_data import Cloud, inv, request
+
+
+def hosts(got: Candidates | Fallback) -> set[str]:
+    assert isinstance(got, Candidates), got
+    return {next(iter(ar["allocations"])) for ar in got.allocation_requests}
+
+
+def test_allocation_request_and_summary_have_placements_shape() -> None:
+    c = Cloud()
+    c.compute("a", traits=("OWNER_NOVA", "CUSTOM_FAST"), used={"VCPU": 3})
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 2, "MEMORY_MB": 1024}))
+    assert isinstance(got, Candidates)
+    assert got.allocation_requests == [
+        {
+            "allocations": {"a": {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}},
+            "mappings": {"": ["a"]},
+        }
+    ]
+    assert got.provider_summaries == {
+        "a": {
+            "resources": {
+                "VCPU": {"capacity": 8, "used": 3},
+                "MEMORY_MB": {"capacity": 8192, "used": 0},
+                "DISK_GB": {"capacity": 100, "used": 0},
+            },
+            "traits": ["CUSTOM_FAST", "OWNER_NOVA"],
+            "parent_provider_uuid": None,
+            "root_provider_uuid": "a",
+        }
+    }
+    assert got.alloc_reqs_by_rp_uuid == {"a": got.allocation_requests}
+    assert got.version == "1.36"
+
+
+@pytest.mark.parametrize(
+    ("vcpu", "amount", "fits"),
+    [
+        (inv(10, reserved=2, ratio=1.5), 8, True),  # (10 - 2) * 1.5 = 12, 4 used
+        (inv(10, reserved=2, ratio=1.5), 9, False),
+        (inv(10, min_unit=2), 1, False),
+        (inv(10, max_unit=4), 5, False),
+        (inv(10, max_unit=4), 4, True),
+        (inv(10, step=2), 3, False),
+        (inv(10, step=2), 4, True),
+        (inv(3, ratio=1.1), 0 + 1, False),  # int(3.3) = 3, 4 used: 5 > 3.3
+        (inv(10, reserved=10), 1, False),
+    ],
+)
+def test_capacity_min_max_step_reserved_ratio(vcpu: object, amount: int, fits: bool) -> None:
+    c = Cloud()
+    c.add("a", {"VCPU": vcpu}, used={"VCPU": 4})  # type: ignore[dict-item]
+    got = LocalCandidates().compute(c.state(), request({"VCPU": amount}))
+    assert hosts(got) == ({"a"} if fits else set())
+
+
+def test_capacity_compares_before_truncation_like_placements_sql() -> None:
+    c = Cloud()
+    c.add("a", {"VCPU": inv(7, ratio=1.5)}, used={"VCPU": 10})  # 10.5 allowed; capacity 10
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 1}))
+    assert hosts(got) == set()  # 11 > 10.5
+    c.use(1, VCPU=9)
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 1}))
+    assert hosts(got) == {"a"}
+    assert isinstance(got, Candidates)
+    assert got.provider_summaries["a"]["resources"]["VCPU"] == {"capacity": 10, "used": 9}
+
+
+def test_missing_resource_class_excludes_the_host() -> None:
+    c = Cloud()
+    c.compute("a")
+    c.add("b", {"VCPU": inv(8), "MEMORY_MB": inv(8192)})
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 1, "DISK_GB": 1}))
+    assert hosts(got) == {"a"}
+
+
+def test_required_and_forbidden_traits() -> None:
+    c = Cloud()
+    c.compute("plain")
+    c.compute("fast", traits=("OWNER_NOVA", "CUSTOM_FAST"))
+    c.compute("disabled", traits=("OWNER_NOVA", "CUSTOM_FAST", "COMPUTE_STATUS_DISABLED"))
+    lc = LocalCandidates()
+    state = c.state()
+    assert hosts(lc.compute(state, request(required=["CUSTOM_FAST"]))) == {"fast", "disabled"}
+    got = lc.compute(
+        state, request(required=["CUSTOM_FAST"], forbidden=["COMPUTE_STATUS_DISABLED"])
+    )
+    assert hosts(got) == {"fast"}
+    assert hosts(lc.compute(state, request(forbidden=["CUSTOM_FAST"]))) == {"plain"}
+
+
+def test_member_of_any_of_each_list_and_forbidden_aggregates() -> None:
+    c = Cloud()
+    c.compute("a1", aggregates=("A",))
+    c.compute("b1", aggregates=("B",))
+    c.compute("ab", aggregates=("A", "B"))
+    c.compute("none")
+    lc, s = LocalCandidates(), c.state()
+    assert hosts(lc.compute(s, request(member_of=[["A", "B"]]))) == {"a1", "b1", "ab"}
+    assert hosts(lc.compute(s, request(member_of=[["A"], ["B"]]))) == {"ab"}
+    assert hosts(lc.compute(s, request(not_in=["A"]))) == {"b1", "none"}
+    assert hosts(lc.compute(s, request(member_of=[["A", "B"]], not_in=["B"]))) == {"a1"}
+    assert hosts(lc.compute(s, request(member_of=[["nowhere"]]))) == set()
+
+
+def test_in_tree_names_one_tree() -> None:
+    c = Cloud()
+    c.compute("a")
+    c.compute("b")
+    c.add("b-child", {"CUSTOM_GPU": inv(2)}, parent="b")
+    lc, s = LocalCandidates(), c.state()
+    assert hosts(lc.compute(s, request(in_tree="a"))) == {"a"}
+    assert hosts(lc.compute(s, request(in_tree="b-child"))) == {"b"}  # its root
+    assert isinstance(lc.compute(s, request(in_tree="unknown")), Fallback)
+
+
+def test_root_required_and_forbidden_filter_and_summarise_only_the_chosen_roots() -> None:
+    c = Cloud()
+    c.compute("gold", traits=("OWNER_NOVA", "CUSTOM_GOLD"))
+    c.compute("plain")
+    got = LocalCandidates().compute(c.state(), request(root_required=["CUSTOM_GOLD"]))
+    assert hosts(got) == {"gold"}
+    # Placement trims the summaries to the trees of its allocation requests.
+    assert isinstance(got, Candidates) and set(got.provider_summaries) == {"gold"}
+    forb = LocalCandidates().compute(c.state(), request(root_forbidden=["CUSTOM_GOLD"]))
+    assert hosts(forb) == {"plain"}
+    assert isinstance(forb, Candidates) and set(forb.provider_summaries) == {"plain"}
+
+
+def test_summaries_list_every_provider_of_a_candidates_tree() -> None:
+    c = Cloud()
+    c.compute("cn")
+    c.add(
+        "gpu", {"CUSTOM_GPU": inv(4)}, parent="cn", traits=("CUSTOM_FAST",), used={"CUSTOM_GPU": 1}
+    )
+    c.add("bare", parent="gpu", traits=())
+    got = LocalCandidates().compute(c.state(), request())
+    assert isinstance(got, Candidates)
+    assert hosts(got) == {"cn"}
+    assert set(got.provider_summaries) == {"cn", "gpu", "bare"}
+    assert got.provider_summaries["gpu"] == {
+        "resources": {"CUSTOM_GPU": {"capacity": 4, "used": 1}},
+        "traits": ["CUSTOM_FAST"],
+        "parent_provider_uuid": "cn",
+        "root_provider_uuid": "cn",
+    }
+    assert got.provider_summaries["bare"]["resources"] == {}
+    assert got.provider_summaries["bare"]["parent_provider_uuid"] == "gpu"
+
+
+def test_pending_claims_of_this_process_count_as_used() -> None:
+    c = Cloud()
+    c.compute("a", vcpu=4)
+    c.compute("b", vcpu=4)
+    pending = {"a": {"VCPU": 3}}
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 2}), pending)
+    assert hosts(got) == {"b"}
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 1}), pending)
+    assert isinstance(got, Candidates)
+    assert got.provider_summaries["a"]["resources"]["VCPU"]["used"] == 3
+
+
+@pytest.mark.parametrize(
+    ("build", "req", "reason"),
+    [
+        (
+            lambda c: c.add("child", {"VCPU": inv(4)}, parent="a"),
+            request(),
+            "VCPU offered by a nested provider",
+        ),
+        (
+            lambda c: c.add(
+                "nfs",
+                {"DISK_GB": inv(1000)},
+                traits=("MISC_SHARES_VIA_AGGREGATE",),
+                aggregates=("A",),
+            ),
+            request({"VCPU": 1, "DISK_GB": 10}),
+            "DISK_GB offered by a sharing provider",
+        ),
+        (lambda c: None, request({}), "resourceless request group"),
+        (lambda c: None, request({"CUSTOM_NEW": 1}), "resource class CUSTOM_NEW unknown"),
+        (lambda c: None, request(required=["CUSTOM_NEW"]), "trait CUSTOM_NEW unknown"),
+        (lambda c: None, request(root_forbidden=["CUSTOM_NEW"]), "trait CUSTOM_NEW unknown"),
+        (
+            lambda c: None,
+            request(
+                extra_groups=[
+                    RequestGroup(
+                        use_same_provider=True, resources={"CUSTOM_GPU": 1}, requester_id="1"
+                    )
+                ]
+            ),
+            "granular request groups",
+        ),
+    ],
+)
+def test_shapes_the_mirror_cannot_answer_exactly_fall_back(
+    build: object, req: ResourceRequest, reason: str
+) -> None:
+    c = Cloud()
+    c.compute("a")
+    build(c)  # type: ignore[operator]
+    got = LocalCandidates().compute(c.state(), req)
+    assert isinstance(got, Fallback) and got.reason.startswith(reason), got
+
+
+def test_same_subtree_and_suffixed_only_fall_back() -> None:
+    c = Cloud()
+    c.compute("a")
+    g = RequestGroup(use_same_provider=True, resources={"VCPU": 1}, requester_id="1")
+    got = LocalCandidates().compute(c.state(), ResourceRequest(groups=(g,)))
+    assert isinstance(got, Fallback)
+    base = request()
+    req = ResourceRequest(groups=base.groups, same_subtree=(("1", "2"),))
+    assert isinstance(LocalCandidates().compute(c.state(), req), Fallback)
+
+
+def test_a_sharing_provider_of_an_unrequested_class_keeps_the_local_path() -> None:
+    c = Cloud()
+    c.compute("a", aggregates=("A",))
+    c.add("nfs", {"DISK_GB": inv(1000)}, traits=("MISC_SHARES_VIA_AGGREGATE",), aggregates=("A",))
+    got = LocalCandidates().compute(c.state(), request({"VCPU": 1, "MEMORY_MB": 1}))
+    assert hosts(got) == {"a"}
+
+
+def test_no_limit_every_matching_host_is_returned() -> None:
+    c = Cloud()
+    for i in range(1500):
+        c.compute(f"h{i:04d}")
+    req = ResourceRequest(groups=request().groups, limit=1000)
+    assert len(hosts(LocalCandidates().compute(c.state(), req))) == 1500
+
+
+def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> None:
+    """A refresh changes a few providers; the patched columns must equal fresh ones."""
+    import random
+
+    from tests.unit.candidates.mirror_data import TRAITS
+
+    rng = random.Random(5)
+    plain_traits = sorted(TRAITS - {"MISC_SHARES_VIA_AGGREGATE"})
+    c = Cloud()
+    for i in range(60):
+        c.compute(f"h{i:02d}", vcpu=rng.choice([4, 8]), aggregates=rng.sample(["A", "B"], 1))
+    kept = LocalCandidates()
+    reqs = [
+        request({"VCPU": 2, "MEMORY_MB": 512}),
+        request({"VCPU": 4}, required=["CUSTOM_FAST"]),
+        request({"VCPU": 1}, forbidden=["COMPUTE_STATUS_DISABLED"], member_of=[["A"]]),
+        request({"DISK_GB": 50}, not_in=["B"]),
+    ]
+    for _ in range(30):
+        for _ in range(rng.randint(0, 6)):
+            rp_id = rng.randint(1, 60)
+            p = c.providers[rp_id]
+            what = rng.random()
+            if what < 0.5:
+                c.use(rp_id, VCPU=rng.randint(0, 8))
+            elif what < 0.7:
+                c.providers[rp_id] = replace(
+                    p, traits=frozenset(rng.sample(plain_traits, rng.randint(0, 3)))
+                )
+            elif what < 0.85:
+                c.providers[rp_id] = replace(
+                    p, aggregates=frozenset(rng.sample(["A", "B", "C"], 1))
+                )
+            else:
+                c.providers[rp_id] = replace(
+                    p, inventories={**p.inventories, "DISK_GB": inv(rng.choice([10, 100]))}
+                )
+        state = c.state()
+        for req in reqs:
+            a, b = kept.compute(state, req), LocalCandidates().compute(state, req)
+            assert isinstance(a, Candidates) and isinstance(b, Candidates)
+            assert a.allocation_requests == b.allocation_requests
+            assert a.provider_summaries == b.provider_summaries
