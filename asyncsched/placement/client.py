@@ -45,7 +45,9 @@ from asyncsched.placement.microversions import (
     at_least,
     version_tuple,
 )
+from asyncsched.placement.overcommit import OvercommitGuard
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.placement.usage import ProviderUsage
 
 LOG = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class PlacementClient:
         pool_size: int = 64,
         claim_backoff: float = 2.0,
         rng: random.Random | None = None,
+        overcommit_guard: bool = False,
     ) -> None:
         self._options = options
         self._timeout_s = options.timeout if options.timeout else DEFAULT_TIMEOUT
@@ -105,6 +108,13 @@ class PlacementClient:
         self._provider_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        # ... and across processes the guard confirms each new claim within capacity after
+        # the fact, reading usage from Placement (or, once set, another UsageSource).
+        self.guard: OvercommitGuard | None = (
+            OvercommitGuard(self, self.delete_allocation, rng=self._rng)
+            if overcommit_guard
+            else None
+        )
 
     @classmethod
     def from_config(
@@ -115,6 +125,7 @@ class PlacementClient:
             config.placement,
             session=session,
             noauth_token=config.asyncsched.placement_noauth_token,
+            overcommit_guard=config.asyncsched.overcommit_guard,
         )
 
     # ---- lifecycle ----
@@ -204,6 +215,7 @@ class PlacementClient:
             if s.last_ok_at is None
             else round(time.monotonic() - s.last_ok_at, 3),
             "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
+            "overcommit_guard": None if self.guard is None else self.guard.health(),
         }
 
     # ---- transport ----
@@ -359,7 +371,8 @@ class PlacementClient:
 
         Provider-generation races are retried (4 attempts, sleep uniform(0, 2*attempt));
         a consumer-generation conflict raises AllocationUpdateFailed; anything else is False
-        with the cause logged.
+        with the cause logged. With the overcommit guard, a new claim that a concurrent one
+        elsewhere pushed over capacity is backed out and reported False.
         """
         self._stats.claims += 1
         providers = sorted((allocation_request.get("allocations") or {}).keys())
@@ -369,7 +382,7 @@ class PlacementClient:
                 if lock is None:
                     lock = self._provider_locks[rp] = asyncio.Lock()
                 await held.enter_async_context(lock)
-            return await self._claim_with_retries(
+            ok = await self._claim_with_retries(
                 consumer_uuid,
                 allocation_request,
                 project_id=project_id,
@@ -378,6 +391,11 @@ class PlacementClient:
                 may_have_allocations=may_have_allocations,
                 consumer_type=consumer_type,
             )
+        # A move's claim doubles up the source allocation: backing it out would delete that
+        # too, so only new consumers are guarded.
+        if ok and self.guard is not None and not may_have_allocations:
+            ok = await self.guard.confirm(consumer_uuid, allocation_request)
+        return ok
 
     async def _claim_with_retries(
         self,
@@ -497,6 +515,19 @@ class PlacementClient:
         if mine:
             LOG.info("placement: claim for %s was already applied (resent request)", consumer_uuid)
         return mine
+
+    async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
+        """Capacity and usage of one provider (the guard's UsageSource): two GETs at once."""
+        base = f"/resource_providers/{provider_uuid}"
+        (s1, inv), (s2, use) = await asyncio.gather(
+            self._request("GET", base + "/inventories", version="1.0", op="inventories"),
+            self._request("GET", base + "/usages", version="1.0", op="usages"),
+        )
+        if s1 != 200 or s2 != 200 or not isinstance(inv, dict) or not isinstance(use, dict):
+            raise self._fail(
+                PlacementHTTPError.answered(f"GET {base}/inventories|usages", max(s1, s2), inv)
+            )
+        return ProviderUsage.parse(inv.get("inventories") or {}, use.get("usages") or {})
 
     async def delete_allocation(self, consumer_uuid: str) -> None:
         """DELETE /allocations/{consumer}; 404 is fine; retried; then AllocationDeleteFailed."""
