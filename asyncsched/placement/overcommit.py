@@ -56,7 +56,7 @@ class OvercommitGuard:
     ) -> None:
         self.usages = usages  # replaceable: the Placement mirror can serve it later
         self._remove = remove
-        self._backoff = backoff
+        self.backoff = backoff
         self._rng = rng or random.Random()
         self.stats = GuardStats()
 
@@ -71,7 +71,7 @@ class OvercommitGuard:
             self.stats.confirmed += 1
             return True
         self.stats.raced += 1
-        await asyncio.sleep(self._rng.uniform(0, self._backoff))
+        await asyncio.sleep(self._rng.uniform(0, self.backoff))
         over = await self._over(consumer_uuid, mine)
         if not over:
             self.stats.kept_after_race += 1
