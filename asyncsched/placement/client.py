@@ -15,6 +15,7 @@ import logging
 import random
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -46,6 +47,7 @@ from asyncsched.placement.microversions import (
     version_tuple,
 )
 from asyncsched.placement.overcommit import OvercommitGuard
+from asyncsched.placement.pending import Journal, PendingRollbacks
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.placement.usage import ProviderUsage
 
@@ -54,6 +56,7 @@ LOG = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
+RECENT_CLAIMS = 4096  # allocations of recent claims, so a delayed rollback deletes only those
 
 
 class _Retry(Exception):
@@ -115,18 +118,24 @@ class PlacementClient:
             if overcommit_guard
             else None
         )
+        # Deletions Placement could not take: kept and retried (the daemon sets this; a bare
+        # client raises AllocationDeleteFailed instead).
+        self.pending: PendingRollbacks | None = None
+        self._recent: OrderedDict[str, dict[str, dict[str, int]]] = OrderedDict()
 
     @classmethod
     def from_config(
         cls, config: Config, *, session: aiohttp.ClientSession | None = None
     ) -> PlacementClient:
         """The service's client: ``[placement]`` plus ``[asyncsched] placement_noauth_token``."""
-        return cls(
+        client = cls(
             config.placement,
             session=session,
             noauth_token=config.asyncsched.placement_noauth_token,
             overcommit_guard=config.asyncsched.overcommit_guard,
         )
+        client.pending = PendingRollbacks(client, Journal.in_dir(config.asyncsched.state_dir))
+        return client
 
     # ---- lifecycle ----
 
@@ -216,6 +225,7 @@ class PlacementClient:
             else round(time.monotonic() - s.last_ok_at, 3),
             "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
             "overcommit_guard": None if self.guard is None else self.guard.health(),
+            "pending_rollbacks": None if self.pending is None else self.pending.health(),
         }
 
     # ---- transport ----
@@ -395,7 +405,20 @@ class PlacementClient:
         # too, so only new consumers are guarded.
         if ok and self.guard is not None and not may_have_allocations:
             ok = await self.guard.confirm(consumer_uuid, allocation_request)
+        if ok:
+            self._remember(consumer_uuid, allocation_request)
+            if self.pending is not None and consumer_uuid in self.pending:
+                await self.pending.discard(consumer_uuid)  # wanted again: not to be deleted
         return ok
+
+    def _remember(self, consumer_uuid: str, allocation_request: Mapping[str, Any]) -> None:
+        allocs = allocation_request.get("allocations") or {}
+        self._recent[consumer_uuid] = {
+            rp: dict(a.get("resources") or {}) for rp, a in allocs.items()
+        }
+        self._recent.move_to_end(consumer_uuid)
+        if len(self._recent) > RECENT_CLAIMS:
+            self._recent.popitem(last=False)
 
     async def _claim_with_retries(
         self,
@@ -529,27 +552,38 @@ class PlacementClient:
             )
         return ProviderUsage.parse(inv.get("inventories") or {}, use.get("usages") or {})
 
+    async def delete_once(self, consumer_uuid: str) -> None:
+        """One DELETE /allocations/{consumer}; 404 is fine; PlacementError otherwise."""
+        status, body = await self._request(
+            "DELETE",
+            f"/allocations/{consumer_uuid}",
+            version=CANDIDATES_VERSION,
+            op="delete_allocation",
+        )
+        if status not in (204, 404):
+            raise self._fail(
+                PlacementHTTPError.answered(f"DELETE /allocations/{consumer_uuid}", status, body)
+            )
+        self._recent.pop(consumer_uuid, None)
+
     async def delete_allocation(self, consumer_uuid: str) -> None:
-        """DELETE /allocations/{consumer}; 404 is fine; retried; then AllocationDeleteFailed."""
+        """DELETE /allocations/{consumer}, retried. When Placement still refuses, the daemon's
+        client keeps the rollback for later (``pending``) and returns; a bare client raises
+        AllocationDeleteFailed."""
         self._stats.deletes += 1
         last = ""
         for attempt in range(DELETE_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(self._rng.uniform(0, self._claim_backoff / 8 * 2**attempt))
             try:
-                status, body = await self._request(
-                    "DELETE",
-                    f"/allocations/{consumer_uuid}",
-                    version=CANDIDATES_VERSION,
-                    op="delete_allocation",
-                )
+                await self.delete_once(consumer_uuid)
+                return
             except PlacementError as exc:
                 last = str(exc)
-                continue
-            if status in (204, 404):
-                return
-            last = f"HTTP {status} {error_detail(body)}"
         self._stats.delete_failures += 1
+        if self.pending is not None:
+            await self.pending.add(consumer_uuid, self._recent.get(consumer_uuid))
+            return
         LOG.error(
             "placement: LEAKED ALLOCATION: could not delete the allocations of consumer %s "
             "after %d attempts: %s",
