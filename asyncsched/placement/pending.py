@@ -140,8 +140,8 @@ class PendingRollbacks:
     ) -> None:
         self._remover = remover
         self.journal = journal
-        self._retry_min = retry_min
-        self._retry_max = retry_max
+        self.retry_min = retry_min
+        self.retry_max = retry_max
         self._rng = rng or random.Random()
         self._pending: dict[str, PendingRollback] = {}
         self._wake = asyncio.Event()
@@ -211,12 +211,12 @@ class PendingRollbacks:
                 )
 
     async def _run(self) -> None:
-        delay = self._retry_min
+        delay = self.retry_min
         while True:
             await self._wake.wait()
             self._wake.clear()
             if not self._pending:
-                delay = self._retry_min
+                delay = self.retry_min
                 continue
             try:
                 empty = await self.retry_once()
@@ -224,10 +224,10 @@ class PendingRollbacks:
                 LOG.exception("placement: rollback retry failed unexpectedly")
                 empty = False
             if empty:
-                delay = self._retry_min
+                delay = self.retry_min
                 continue
             await asyncio.sleep(self._rng.uniform(delay / 2, delay))
-            delay = min(delay * 2, self._retry_max)
+            delay = min(delay * 2, self.retry_max)
             self._wake.set()
 
     async def retry_once(self) -> bool:
