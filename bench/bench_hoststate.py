@@ -23,8 +23,9 @@ from typing import Any
 
 import asyncpg
 
-from asyncsched.state.cache import SQL_SERVICES_ALL, HostStateCache
+from asyncsched.state.cache import HostStateCache
 from asyncsched.state.rows import node_snapshot, service_info
+from asyncsched.state.sql import SQL_SERVICES_ALL
 from tests.support.nova_db import NodeSpec, NovaDB, stats_json, utcnow
 
 CANDIDATES = 1000  # [scheduler] max_placement_results

@@ -43,9 +43,9 @@ from asyncsched.objects.models import (
     NUMATopologyLimits,
     RequestSpec,
 )
+from asyncsched.resources.numa import numa_fit_instance_to_host, numa_usage_from_instance
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.numa_topology import NUMATopologyFilter
-from asyncsched.scheduling.numa import numa_fit_instance_to_host, numa_usage_from_instance
 from asyncsched.state.host_state import HostState
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "numa"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import Claimer
@@ -31,11 +30,10 @@ class HostCache(Protocol):
         spec: RequestSpec,
         instance_uuid: str,
         *,
-        numa_topology: HostNUMATopology | None = None,
-        pci_pools: tuple[PciDevicePool, ...] | None = None,
         placed: PlacedNumaPci | None = None,
     ) -> None: ...
     async def release(self, host: HostState, instance_uuid: str) -> None: ...
+    async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None: ...
 
 
 class Placement(Claimer, Protocol):

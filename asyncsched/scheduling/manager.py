@@ -38,13 +38,13 @@ from asyncsched.placement.claims import ClaimBatch, ClaimResult
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.prefilters import run_prefilters
 from asyncsched.placement.query import build_resource_request
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 
@@ -113,14 +113,7 @@ class _Request:
                 if placed is None:
                     self.mgr.cache.consume_locked(host, spec, instance_uuid)
                 else:  # kept as usage, re-applied over every refresh until confirmed
-                    self.mgr.cache.consume_locked(
-                        host,
-                        spec,
-                        instance_uuid,
-                        numa_topology=placed.numa_after,
-                        pci_pools=placed.pci_after,
-                        placed=placed,
-                    )
+                    self.mgr.cache.consume_locked(host, spec, instance_uuid, placed=placed)
             except Exception:
                 LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
         self.consumed[instance_uuid, host.uuid] = host
@@ -136,14 +129,14 @@ class _Request:
         self.engine.refresh(host)
 
     async def release_all(self) -> None:
+        """Every host rebuilt once, however many instances it took (linear)."""
         consumed, self.consumed = self.consumed, {}
-        for (instance_uuid, _), host in consumed.items():
-            try:
-                await self.mgr.cache.release(host, instance_uuid)
-            except Exception:
-                LOG.exception("release failed on %s", host.nodename)
-            self.engine.refresh(host)
-            await self.pacer.tick()
+        try:
+            await self.mgr.cache.release_many((h, u) for (u, _), h in consumed.items())
+        finally:
+            for host in {id(h): h for h in consumed.values()}.values():
+                self.engine.refresh(host)
+                await self.pacer.tick()
 
     # -- spec bookkeeping between instances ------------------------------------------------
 

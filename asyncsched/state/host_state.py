@@ -9,18 +9,15 @@ derived per-request views (e.g. columnar arrays in the scheduler) can tell when 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
-from asyncsched.objects.models import (
-    Aggregate,
-    InstanceNUMATopology,
-    InstancePCIRequest,
-    NUMATopologyLimits,
-)
+from asyncsched.objects.models import Aggregate
+from asyncsched.resources.numa.placed import PlacedNumaPci
+
+__all__ = ["Assumption", "HostState", "PlacedNumaPci", "ServiceInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,36 +38,6 @@ class ServiceInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class PlacedNumaPci:
-    """What one instance was given on a host's NUMA cells and PCI pools.
-
-    Why: pending consumption must be re-applied over whatever the next refresh reads (and
-    taken out again on release), so we keep the usage itself, not the host values it led to.
-    ``fitted`` is the guest topology as placed (host cell ids, pinning, page size, memory);
-    ``requested``/``limits`` let a re-apply that no longer fits be fitted afresh;
-    ``numa_before``/``pci_before`` are the host's values just before this consume, the base
-    to rebuild from when the host has no DB snapshot.
-    """
-
-    fitted: InstanceNUMATopology | None = None
-    pci_requests: tuple[InstancePCIRequest, ...] = ()
-    provider_mapping: Mapping[str, tuple[str, ...]] | None = None
-    requested: InstanceNUMATopology | None = None
-    limits: NUMATopologyLimits | None = None
-    numa_before: HostNUMATopology | None = None
-    pci_before: tuple[PciDevicePool, ...] | None = None
-    # The host values right after this consume (None: that part unchanged); what
-    # ``place_numa_pci`` returns carries them, the cache's assumptions do not.
-    numa_after: HostNUMATopology | None = None
-    pci_after: tuple[PciDevicePool, ...] | None = None
-
-    @property
-    def empty(self) -> bool:
-        """Nothing NUMA/PCI was placed (no NUMA request fitted and no PCI request)."""
-        return self.fitted is None and not self.pci_requests
-
-
-@dataclass(frozen=True, slots=True)
 class Assumption:
     """Consumption accepted by Placement but not yet visible in the compute node's row."""
 
@@ -79,11 +46,6 @@ class Assumption:
     disk_mb: int
     vcpus: int
     created: float  # loop.time()
-    # Legacy (callers that pass only host values): the host topology / pools after this
-    # consume, put back as they are on every rebuild. Newer DB values are lost while such an
-    # assumption is pending; callers should pass ``placed`` instead.
-    numa_topology: HostNUMATopology | None = None
-    pci_pools: tuple[PciDevicePool, ...] | None = None
     placed: PlacedNumaPci | None = None  # NUMA/PCI usage, re-applied on every rebuild
     conflict: str | None = None  # why (part of) ``placed`` does not fit the host values now
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from asyncsched.objects.models import InstancePCIRequest, NUMATopologyLimits, RequestSpec
+from asyncsched.resources.numa.fit import FitResult, numa_fit_instance_to_host
+from asyncsched.resources.pci.stats import candidate_pci_key
 from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
-from asyncsched.scheduling.numa.fit import FitResult, numa_fit_instance_to_host
-from asyncsched.scheduling.pci.stats import candidate_pci_key
 
 
 def _wants_dedicated_require(spec: RequestSpec) -> bool:

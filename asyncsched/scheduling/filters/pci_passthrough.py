@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from asyncsched.objects.models import RequestSpec
+from asyncsched.resources.pci.stats import candidate_pci_key, pci_check_requests
 from asyncsched.scheduling.filters.base import HostCandidate, JudgedHostFilter
-from asyncsched.scheduling.pci.stats import candidate_pci_key, pci_check_requests
 
 
 class PciPassthroughFilter(JudgedHostFilter):

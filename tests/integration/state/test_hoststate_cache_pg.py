@@ -13,7 +13,14 @@ import pytest
 
 from asyncsched.conf.options import Config, DefaultOptions
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
-from asyncsched.objects.models import Aggregate, Flavor, RequestSpec
+from asyncsched.objects.models import (
+    Aggregate,
+    Flavor,
+    InstancePCIRequest,
+    InstancePCIRequests,
+    RequestSpec,
+)
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from tests.support.nova_db import NodeSpec, NovaDB, old, pci_stats_json, stats_json
 
@@ -376,13 +383,13 @@ async def test_assume_confirm_expire_release(seeded: dict[str, Any]) -> None:
         a = cache.get_by_uuid(seeded["c1a"])
         assert a is not None
         ram0, disk0, cpu0 = a.free_ram_mb, a.free_disk_mb, a.vcpus_used
-        numa_after = HostNUMATopology(cells=())
-        await cache.consume(a, spec(4096, 4, 40, 10), "inst-x", numa_topology=numa_after)
+        topo0 = a.numa_topology
+        await cache.consume(a, spec(4096, 4, 40, 10), "inst-x")
         assert a.free_ram_mb == ram0 - 4096
         assert a.free_disk_mb == disk0 - 50 * 1024
         assert a.vcpus_used == cpu0 + 4
         assert (a.num_instances, a.num_io_ops) == (3, 2)
-        assert "inst-x" in a.instances and a.numa_topology is numa_after
+        assert "inst-x" in a.instances and a.numa_topology is topo0  # no NUMA request
         await cache.consume(a, spec(1024, 1, 0), "inst-y")
 
         # a refresh with unchanged DB and a full resync both keep the assumptions
@@ -400,7 +407,7 @@ async def test_assume_confirm_expire_release(seeded: dict[str, Any]) -> None:
         assert set(a.assumed) == {"inst-y"}
         assert a.free_ram_mb == ram0 - 4096 - 1024
         assert a.vcpus_used == cpu0 + 5
-        assert a.numa_topology is not None and a.numa_topology is not numa_after
+        assert a.numa_topology is not None
         assert cache.health()["assumptions_confirmed"] == 1
 
         # a failed claim releases at once
@@ -527,9 +534,15 @@ async def test_pci_pools_consumed(seeded: dict[str, Any]) -> None:
     async with HostStateCache(db.config(refresh_interval=3600)) as cache:
         b = cache.get_by_uuid(seeded["c1b"])
         assert b is not None and b.pci_pools[0].count == 2
+        gpu = InstancePCIRequest(count=1, spec=({"vendor_id": "10de", "product_id": "1eb8"},))
+        want = replace(spec(), pci_requests=InstancePCIRequests(requests=(gpu,)))
+        async with b.lock:
+            placed = place_numa_pci(b, want, limits=None, provider_mapping=None)
+            assert placed is not None and placed.pci_requests == (gpu,)
+            cache.consume_locked(b, want, "gpu-vm", placed=placed)
         after = (replace(b.pci_pools[0], count=1),)
-        await cache.consume(b, spec(), "gpu-vm", pci_pools=after)
-        await cache.refresh(full=True)
+        assert b.pci_pools == after
+        await cache.refresh(full=True)  # the usage is re-applied over the fresh pools
         assert b.pci_pools == after
         await cache.release(b, "gpu-vm")
         assert b.pci_pools[0].count == 2
@@ -602,10 +615,10 @@ async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
 
 
 async def test_reads_are_paged(seeded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncsched.state.cache as cache_mod
+    import asyncsched.state.readers as readers
 
-    monkeypatch.setattr(cache_mod, "NODE_PAGE", 2)
-    monkeypatch.setattr(cache_mod, "INSTANCE_PAGE", 1)
+    monkeypatch.setattr(readers, "NODE_PAGE", 2)
+    monkeypatch.setattr(readers, "INSTANCE_PAGE", 1)
     db: NovaDB = seeded["db"]
     c1 = seeded["c1"]
     extra = [await db.add_host(c1, f"p-{i}") for i in range(5)]

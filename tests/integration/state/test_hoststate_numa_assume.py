@@ -31,9 +31,9 @@ from asyncsched.objects.models import (
     RequestSpec,
 )
 from asyncsched.placement.client import PlacementClient
+from asyncsched.resources.numa import numa_usage_from_instance
+from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.scheduling.numa import numa_usage_from_instance
-from asyncsched.scheduling.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.support.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json

@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asyncsched.exceptions import PlacementError
-from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.placement.client import Candidates
 from asyncsched.placement.query import ResourceRequest
@@ -47,8 +46,6 @@ class FakeCache:
         spec: RequestSpec,
         instance_uuid: str,
         *,
-        numa_topology: HostNUMATopology | None = None,
-        pci_pools: tuple[PciDevicePool, ...] | None = None,
         placed: object | None = None,
     ) -> None:
         f = spec.flavor
@@ -73,6 +70,10 @@ class FakeCache:
         host.num_io_ops -= 1
         host.instances.discard(instance_uuid)
         host.touch()
+
+    async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
+        for host, instance_uuid in consumed:
+            await self.release(host, instance_uuid)
 
 
 class FakePlacement:

@@ -20,13 +20,13 @@ from asyncsched.objects.models import (
     NUMATopologyLimits,
     RequestSpec,
 )
-from asyncsched.scheduling.numa import numa_usage_from_instance
-from asyncsched.scheduling.numa.consume import (
+from asyncsched.resources.numa import numa_usage_from_instance
+from asyncsched.resources.numa.consume import (
     numa_usage_conflict,
     place_numa_pci,
     reapply_placed,
 )
-from asyncsched.scheduling.pci import pci_apply_requests
+from asyncsched.resources.pci import pci_apply_requests
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.unit.resources.numa.numa_data import dedicated_cell, guest, host, pci_request, pools

@@ -13,7 +13,7 @@ from asyncsched.objects.models import (
     NUMATopologyLimits,
     RequestSpec,
 )
-from asyncsched.scheduling.numa import (
+from asyncsched.resources.numa import (
     consume_numa_pci,
     numa_fit_instance_to_host,
     numa_usage_from_instance,

@@ -15,7 +15,7 @@ from asyncsched.objects.models import (
     NetworkMetadata,
     NUMATopologyLimits,
 )
-from asyncsched.scheduling.numa import (
+from asyncsched.resources.numa import (
     MEMPAGES_ANY,
     MEMPAGES_LARGE,
     MEMPAGES_SMALL,

@@ -8,7 +8,7 @@ import pytest
 
 from asyncsched.objects.host_resources import PciDevicePool
 from asyncsched.objects.models import InstancePCIRequest
-from asyncsched.scheduling.pci import (
+from asyncsched.resources.pci import (
     PciRequestFailed,
     candidate_pci_key,
     pci_apply_requests,

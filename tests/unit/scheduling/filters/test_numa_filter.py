@@ -228,8 +228,8 @@ def test_a_bug_costs_one_host_not_the_request(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from asyncsched.resources.numa import consume, consume_numa_pci
     from asyncsched.scheduling.filters import numa_topology
-    from asyncsched.scheduling.numa import consume, consume_numa_pci
 
     def boom(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("simulated bug")

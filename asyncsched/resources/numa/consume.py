@@ -21,16 +21,16 @@ from asyncsched.objects.models import (
     NUMATopologyLimits,
     RequestSpec,
 )
-from asyncsched.scheduling.numa.fit import numa_fit_instance_to_host
-from asyncsched.scheduling.numa.usage import numa_usage_from_instance
-from asyncsched.scheduling.pci.stats import PciRequestFailed, pci_apply_requests
-from asyncsched.state.host_state import HostState, PlacedNumaPci
+from asyncsched.resources.numa.fit import numa_fit_instance_to_host
+from asyncsched.resources.numa.placed import NumaPciHost, PlacedNumaPci
+from asyncsched.resources.numa.usage import numa_usage_from_instance
+from asyncsched.resources.pci.stats import PciRequestFailed, pci_apply_requests
 
 LOG = logging.getLogger(__name__)
 
 
 def consume_numa_pci(
-    host: HostState,
+    host: NumaPciHost,
     spec: RequestSpec,
     *,
     limits: NUMATopologyLimits | None,
@@ -51,7 +51,7 @@ def consume_numa_pci(
 
 
 def place_numa_pci(
-    host: HostState,
+    host: NumaPciHost,
     spec: RequestSpec,
     *,
     limits: NUMATopologyLimits | None,
@@ -77,7 +77,7 @@ def place_numa_pci(
 
 
 def _consume(
-    host: HostState,
+    host: NumaPciHost,
     spec: RequestSpec,
     *,
     limits: NUMATopologyLimits | None,

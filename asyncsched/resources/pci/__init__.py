@@ -1,6 +1,6 @@
 """PCI passthrough accounting (nova's PciDeviceStats), on immutable host pools."""
 
-from asyncsched.scheduling.pci.stats import (
+from asyncsched.resources.pci.stats import (
     PciCheck,
     PciRequestFailed,
     candidate_pci_key,

@@ -34,7 +34,7 @@ from asyncsched.objects.models import (
     NetworkMetadata,
     NUMATopologyLimits,
 )
-from asyncsched.scheduling.pci.stats import pci_check_requests
+from asyncsched.resources.pci.stats import pci_check_requests
 
 MEMPAGES_SMALL = -1
 MEMPAGES_LARGE = -2

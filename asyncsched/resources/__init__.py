@@ -1,0 +1,1 @@
+"""Resource arithmetic below state and scheduling: NUMA fitting/usage and PCI pools."""

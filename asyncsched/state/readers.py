@@ -1,0 +1,137 @@
+"""Keyset readers of a cell database: services, compute nodes and instances as values.
+
+Readers turn rows into values page by page, reusing the objects already held for rows that
+did not change: a full resync then leaves almost nothing new for the cyclic GC, and
+unchanged rows compare by identity in the diff (``index``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asyncsched.state.db import NovaDatabase
+from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
+from asyncsched.state.rows import node_snapshot, service_info
+from asyncsched.state.sql import (
+    CHUNK,
+    INSTANCE_PAGE,
+    NODE_PAGE,
+    SQL_INSTANCES_ALL,
+    SQL_INSTANCES_CHANGED,
+    SQL_NODES_ALL,
+    SQL_NODES_CHANGED,
+    SQL_NOW,
+    SQL_SERVICES_ALL,
+    SQL_SERVICES_CHANGED,
+)
+
+
+async def read_services(
+    db: NovaDatabase, index: CellIndex, sql: str, *args: Any
+) -> list[ServiceRow]:
+    """(id, host, ServiceInfo or None when deleted), deleted rows first."""
+    rows = await db.fetch(sql, *args)
+    out: list[ServiceRow] = []
+    for i, r in enumerate(rows):
+        host = r["host"]
+        if not host:
+            continue
+        if r["deleted"]:
+            out.append((r["id"], host, None))
+            continue
+        svc = service_info(r)
+        cur = index.services.get(host)
+        out.append((r["id"], host, cur if cur == svc else svc))
+        if i % (4 * CHUNK) == 4 * CHUNK - 1:
+            await asyncio.sleep(0)
+    out.sort(key=lambda t: t[2] is not None)
+    return out
+
+
+async def read_nodes(
+    db: NovaDatabase, index: CellIndex, cell_uuid: str, sql: str, *args: Any
+) -> NodeRead:
+    """Snapshots of the live rows (unchanged rows keep theirs: no JSON parsed) and the
+    uuids of soft-deleted rows."""
+    read = NodeRead()
+    last = -1
+    parsed = 0
+    while True:
+        rows = await db.fetch(sql, last, NODE_PAGE, *args)
+        for r in rows:
+            u = r["uuid"]
+            if not u:
+                continue
+            if r["deleted"]:
+                read.deleted.add(u)
+                continue
+            read.live.add(u)
+            try:
+                sig: int | None = hash(tuple(r))
+            except TypeError:
+                sig = None
+            prev = index.snaps.get(u)
+            if prev is not None and sig is not None and index.sigs.get(u) == sig:
+                read.snaps[u] = prev
+                continue
+            snap = node_snapshot(r, cell_uuid)
+            if snap is not None:
+                read.snaps[u] = snap
+                if sig is not None:
+                    read.sigs[u] = sig
+            parsed += 1
+            if parsed % CHUNK == 0:
+                await asyncio.sleep(0)  # parsing 10k JSON rows must not stall requests
+        await asyncio.sleep(0)
+        if len(rows) < NODE_PAGE:
+            return read
+        last = rows[-1]["id"]
+
+
+async def read_instances(db: NovaDatabase, sql: str, *args: Any) -> dict[str, str | None]:
+    """instance uuid -> host (None: deleted or no host)."""
+    out: dict[str, str | None] = {}
+    last = -1
+    while True:
+        rows = await db.fetch(sql, last, INSTANCE_PAGE, *args)
+        for r in rows:
+            deleted = r.get("deleted", 0)
+            out[r["uuid"]] = None if deleted else r["host"]
+        await asyncio.sleep(0)
+        if len(rows) < INSTANCE_PAGE:
+            return out
+        last = rows[-1]["id"]
+
+
+@dataclass(frozen=True, slots=True)
+class CellRead:
+    """One pass over a cell database: everything (``since`` None) or the rows changed since."""
+
+    db_now: datetime  # naive UTC, the next watermark
+    services: list[ServiceRow]
+    nodes: NodeRead
+    insts: dict[str, str | None]
+
+
+async def read_cell(
+    db: NovaDatabase, index: CellIndex, cell_uuid: str, since: datetime | None
+) -> CellRead:
+    """Services, nodes and instances read in parallel. Raises ``DatabaseUnavailable``."""
+    now_rows = await db.fetch(SQL_NOW)
+    db_now: datetime = now_rows[0]["now"]
+    if since is None:
+        services, nodes, insts = await asyncio.gather(
+            read_services(db, index, SQL_SERVICES_ALL),
+            read_nodes(db, index, cell_uuid, SQL_NODES_ALL),
+            read_instances(db, SQL_INSTANCES_ALL),
+        )
+    else:
+        services, nodes, insts = await asyncio.gather(
+            read_services(db, index, SQL_SERVICES_CHANGED, since),
+            read_nodes(db, index, cell_uuid, SQL_NODES_CHANGED, since),
+            read_instances(db, SQL_INSTANCES_CHANGED, since),
+        )
+    return CellRead(db_now, services, nodes, insts)
