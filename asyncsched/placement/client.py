@@ -401,15 +401,16 @@ class PlacementClient:
                 may_have_allocations=may_have_allocations,
                 consumer_type=consumer_type,
             )
+        if not ok:
+            return False
+        if self.pending is not None and consumer_uuid in self.pending:
+            await self.pending.discard(consumer_uuid)  # wanted again: not to be deleted
+        self._remember(consumer_uuid, allocation_request)
         # A move's claim doubles up the source allocation: backing it out would delete that
         # too, so only new consumers are guarded.
-        if ok and self.guard is not None and not may_have_allocations:
-            ok = await self.guard.confirm(consumer_uuid, allocation_request)
-        if ok:
-            self._remember(consumer_uuid, allocation_request)
-            if self.pending is not None and consumer_uuid in self.pending:
-                await self.pending.discard(consumer_uuid)  # wanted again: not to be deleted
-        return ok
+        if self.guard is not None and not may_have_allocations:
+            return await self.guard.confirm(consumer_uuid, allocation_request)
+        return True
 
     def _remember(self, consumer_uuid: str, allocation_request: Mapping[str, Any]) -> None:
         allocs = allocation_request.get("allocations") or {}
@@ -455,6 +456,8 @@ class PlacementClient:
             except (PlacementTimeout, PlacementDisconnected) as exc:
                 # The PUT may have been applied: remove it rather than leak it.
                 LOG.error("placement: claim for %s timed out (%s); removing it", consumer_uuid, exc)
+                if not may_have_allocations:  # a delayed rollback deletes only this
+                    self._remember(consumer_uuid, allocation_request)
                 try:
                     await self.delete_allocation(consumer_uuid)
                 except (AllocationDeleteFailed, PlacementError):

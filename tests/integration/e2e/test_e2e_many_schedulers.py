@@ -5,9 +5,13 @@ own consumption, so they pick the same free host at the same moment, and the rea
 (16.0.0 on PostgreSQL) lets concurrent claims on one provider overcommit it. Here three
 daemons (build_daemon + Service, as ``asyncsched serve`` wires them) consume one vhost, and
 real oslo.messaging clients send single-instance boots from many threads at once into a tight
-AZ. With ``[asyncsched] overcommit_guard = false`` a provider ends over capacity; with the
-guard, none does, every Selection's allocation is in Placement and every NoValidHost holds
-none.
+AZ. With the guard no provider ends over capacity, every Selection's allocation is in
+Placement and every NoValidHost holds none.
+
+That the race itself shows without the guard is asserted where it shows reliably, with three
+clients racing for one slot (tests/integration/placement/test_overcommit_real.py): through
+whole daemons it is rarer (the issue measured 603 instances on 600 slots after 400 boots),
+and a test waiting for it here would be slow and flaky.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from contextlib import asynccontextmanager
 import pytest
 import pytest_asyncio
 
-from asyncsched.app import build_daemon
+from asyncsched.app import Daemon, build_daemon
 from asyncsched.service import Service
 from tests.integration.e2e.checks import allocations
 from tests.support import broker
@@ -50,10 +54,10 @@ async def tight_cloud(placement_server: PlacementServer) -> AsyncIterator[tuple[
         await db.create(n_cells=1)
         hosts = [
             HostPlan(f"{az}-{i}", 0, 8, 8704, 1000, aggregates=(az,))
-            for az in ("guarded", "unguarded")
+            for az in ("guarded",)
             for i in range(HOSTS)
         ]
-        aggs = [AggregatePlan(az, availability_zone=az) for az in ("guarded", "unguarded")]
+        aggs = [AggregatePlan("guarded", availability_zone="guarded")]
         async with placement_server.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
         yield db, cloud
@@ -70,8 +74,9 @@ def vhost_url() -> Iterator[str]:
 @asynccontextmanager
 async def schedulers(
     db: NovaDB, placement: PlacementServer, amqp_url: str, *, guard: bool
-) -> AsyncIterator[None]:
+) -> AsyncIterator[list[Daemon]]:
     services: list[Service] = []
+    daemons: list[Daemon] = []
     try:
         for i in range(SCHEDULERS):
             config = daemon_config(
@@ -88,7 +93,8 @@ async def schedulers(
             service = Service(config, daemon.components, None, [])
             await service.start()
             services.append(service)
-        yield
+            daemons.append(daemon)
+        yield daemons
     finally:
         for s in services:
             await s.stop()
@@ -143,33 +149,15 @@ async def usage_over(placement: PlacementServer, cloud: Cloud, az: str) -> dict[
     return over
 
 
-async def usage_all(placement: PlacementServer, cloud: Cloud) -> dict[str, int]:
-    async with placement.seeder() as s:
-        return {
-            name: (await s.usages(h.uuid)).get("MEMORY_MB", 0) for name, h in cloud.hosts.items()
-        }
-
-
-async def test_guard_off_lets_three_schedulers_overcommit(
-    tight_cloud: tuple[NovaDB, Cloud], placement_server: PlacementServer, vhost_url: str
-) -> None:
-    db, cloud = tight_cloud
-    async with schedulers(db, placement_server, vhost_url, guard=False):
-        placed, refused = await boot_all(vhost_url, "unguarded")
-    over = await usage_over(placement_server, cloud, "unguarded")
-    assert over, (
-        f"no overcommit with {len(placed)} placed, {len(refused)} refused: shows nothing; "
-        f"{await usage_all(placement_server, cloud)}"
-    )
-    assert len(placed) > 2 * HOSTS
-
-
 async def test_guard_on_no_provider_ends_over_capacity(
     tight_cloud: tuple[NovaDB, Cloud], placement_server: PlacementServer, vhost_url: str
 ) -> None:
     db, cloud = tight_cloud
-    async with schedulers(db, placement_server, vhost_url, guard=True):
+    async with schedulers(db, placement_server, vhost_url, guard=True) as daemons:
         placed, refused = await boot_all(vhost_url, "guarded")
+        guards = [d.placement.health()["overcommit_guard"] for d in daemons]
+    # every claim Placement accepted went through a guard (wired by build_daemon)
+    assert sum(g["confirmed"] for g in guards) >= len(placed), guards
     assert await usage_over(placement_server, cloud, "guarded") == {}
     assert len(placed) + len(refused) == BOOTS and len(placed) <= 2 * HOSTS
     held = await allocations(placement_server, placed + refused)
