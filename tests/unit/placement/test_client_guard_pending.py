@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 from asyncsched.placement.pending import Journal, PendingRollbacks
 
 from .test_placement_client_unit import client_for
-
-
-@pytest.fixture
-async def stack() -> AsyncIterator[list[Any]]:
-    """Servers and clients to close at the end of a test."""
-    items: list[Any] = []
-    yield items
-    for item in reversed(items):
-        await item.close()
-
 
 AR = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
 

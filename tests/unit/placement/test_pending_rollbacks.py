@@ -72,13 +72,19 @@ def test_journal_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert Journal.in_dir(None).path == tmp_path / "sd" / "placement-rollbacks.json"
 
 
-async def test_kept_while_placement_is_down_then_done(tmp_path: Path) -> None:
+async def down_with_c1_kept(journal: Path) -> tuple[FlakyPlacement, PendingRollbacks]:
+    """c1 holds what we claimed, Placement goes down, the rollback of c1 is kept."""
     p = FlakyPlacement()
     p.allocs["c1"] = {rp: dict(r) for rp, r in CLAIMED.items()}
     p.down = True
-    rb = pending(p, tmp_path / "j.json")
+    rb = pending(p, journal)
     await rb.start()
     await rb.add("c1", CLAIMED)
+    return p, rb
+
+
+async def test_kept_while_placement_is_down_then_done(tmp_path: Path) -> None:
+    p, rb = await down_with_c1_kept(tmp_path / "j.json")
     assert [e.consumer_uuid for e in Journal(tmp_path / "j.json").load()] == ["c1"]
     await wait_for(lambda: p.calls >= 3)  # retried with backoff while down
     assert "c1" in rb and rb.health()["last_error"]
@@ -90,12 +96,7 @@ async def test_kept_while_placement_is_down_then_done(tmp_path: Path) -> None:
 
 
 async def test_replayed_after_a_restart(tmp_path: Path) -> None:
-    p = FlakyPlacement()
-    p.allocs["c1"] = {rp: dict(r) for rp, r in CLAIMED.items()}
-    p.down = True
-    first = pending(p, tmp_path / "j.json")
-    await first.start()
-    await first.add("c1", CLAIMED)
+    p, first = await down_with_c1_kept(tmp_path / "j.json")
     await first.close()  # the daemon stops with the rollback not done
     assert p.allocs
     p.down = False
