@@ -60,7 +60,14 @@ async def tight_cloud(placement_server: PlacementServer) -> AsyncIterator[tuple[
             for az in ("guarded",)
             for i in range(HOSTS)
         ]
-        aggs = [AggregatePlan("guarded", availability_zone="guarded")]
+        # room for the 5,000-instance call, away from the tight AZ
+        hosts += [
+            HostPlan(f"roomy-{i}", 0, 64, 1048576, 100000, aggregates=("roomy",)) for i in range(2)
+        ]
+        aggs = [
+            AggregatePlan("guarded", availability_zone="guarded"),
+            AggregatePlan("roomy", availability_zone="roomy"),
+        ]
         async with placement_server.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
         yield db, cloud
@@ -189,7 +196,12 @@ async def test_pings_are_answered_while_a_5000_instance_call_is_decided(
     """
     db, _ = tight_cloud
     spec = request_spec_primitive(
-        num_instances=BIG, memory_mb=64, vcpus=1, root_gb=1, group_policy=None
+        num_instances=BIG,
+        memory_mb=64,
+        vcpus=1,
+        root_gb=1,
+        group_policy=None,
+        availability_zone="roomy",
     )
     caller = OsloSchedulerClient(vhost_url, timeout=300.0, call_monitor_timeout=120.0)
     pinger = OsloSchedulerClient(vhost_url, timeout=30.0, call_monitor_timeout=None)
