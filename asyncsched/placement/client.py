@@ -49,13 +49,14 @@ from asyncsched.placement.microversions import (
 from asyncsched.placement.overcommit import OvercommitGuard
 from asyncsched.placement.pending import Journal, PendingRollbacks
 from asyncsched.placement.query import ResourceRequest
-from asyncsched.placement.usage import ProviderUsage
+from asyncsched.placement.usage import ProviderUsage, capacities
 
 LOG = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
+CAPACITY_TTL = 60.0  # seconds a provider's capacity is reused by the overcommit guard
 RECENT_CLAIMS = 4096  # allocations of recent claims, so a delayed rollback deletes only those
 
 
@@ -122,6 +123,7 @@ class PlacementClient:
         # client raises AllocationDeleteFailed instead).
         self.pending: PendingRollbacks | None = None
         self._recent: OrderedDict[str, dict[str, dict[str, int]]] = OrderedDict()
+        self._capacity: dict[str, tuple[float, dict[str, int]]] = {}  # rp -> (expiry, capacity)
 
     @classmethod
     def from_config(
@@ -543,17 +545,36 @@ class PlacementClient:
         return mine
 
     async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
-        """Capacity and usage of one provider (the guard's UsageSource): two GETs at once."""
+        """Capacity and usage of one provider (the guard's UsageSource).
+
+        Usage is read every time; capacity (inventories change rarely) is kept for
+        CAPACITY_TTL seconds, and read again whenever the provider looks over capacity, so
+        a claim is never backed out on a stale capacity.
+        """
         base = f"/resource_providers/{provider_uuid}"
-        (s1, inv), (s2, use) = await asyncio.gather(
-            self._request("GET", base + "/inventories", version="1.0", op="inventories"),
-            self._request("GET", base + "/usages", version="1.0", op="usages"),
-        )
-        if s1 != 200 or s2 != 200 or not isinstance(inv, dict) or not isinstance(use, dict):
-            raise self._fail(
-                PlacementHTTPError.answered(f"GET {base}/inventories|usages", max(s1, s2), inv)
-            )
-        return ProviderUsage.parse(inv.get("inventories") or {}, use.get("usages") or {})
+        cached = self._capacity.get(provider_uuid)
+        fresh = cached is None or cached[0] < time.monotonic()
+        if fresh:
+            inv_call = self._json_get(base + "/inventories", "inventories")
+            use_call = self._json_get(base + "/usages", "usages")
+            inv, use = await asyncio.gather(inv_call, use_call)
+            capacity = capacities(inv.get("inventories") or {})
+            self._capacity[provider_uuid] = (time.monotonic() + CAPACITY_TTL, capacity)
+        else:
+            assert cached is not None
+            capacity = cached[1]
+            use = await self._json_get(base + "/usages", "usages")
+        usage = ProviderUsage.parse(capacity, use.get("usages") or {})
+        if usage.over() and not fresh:
+            self._capacity.pop(provider_uuid, None)
+            return await self.provider_usage(provider_uuid)
+        return usage
+
+    async def _json_get(self, path: str, op: str) -> dict[str, Any]:
+        status, body = await self._request("GET", path, version="1.0", op=op)
+        if status != 200 or not isinstance(body, dict):
+            raise self._fail(PlacementHTTPError.answered(f"GET {path}", status, body))
+        return body
 
     async def delete_once(self, consumer_uuid: str) -> None:
         """One DELETE /allocations/{consumer}; 404 is fine; PlacementError otherwise."""

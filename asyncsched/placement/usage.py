@@ -21,19 +21,8 @@ class ProviderUsage:
     used: Mapping[str, int]
 
     @classmethod
-    def parse(cls, inventories: Any, usages: Any) -> ProviderUsage:
-        """From Placement's ``inventories`` and ``usages`` bodies (the inner mappings).
-
-        Capacity is Placement's own rule, ``int((total - reserved) * allocation_ratio)``: an
-        integer usage above the float bound is above its integer part.
-        """
-        capacity = {
-            rc: int(
-                (int(inv["total"]) - int(inv.get("reserved", 0)))
-                * float(inv.get("allocation_ratio", 1.0))
-            )
-            for rc, inv in dict(inventories).items()
-        }
+    def parse(cls, capacity: Mapping[str, int], usages: Any) -> ProviderUsage:
+        """``capacity`` (see ``capacities``) with Placement's ``usages`` body (inner mapping)."""
         used = {rc: int(n) for rc, n in dict(usages).items() if int(n)}
         return cls(capacity, used)
 
@@ -44,6 +33,19 @@ class ProviderUsage:
             for rc, n in self.used.items()
             if n > self.capacity.get(rc, 0)
         }
+
+
+def capacities(inventories: Any) -> dict[str, int]:
+    """Per class, from Placement's ``inventories`` body (inner mapping): Placement's own rule
+    ``int((total - reserved) * allocation_ratio)``. An integer usage above the float bound is
+    above its integer part, so comparing with this is Placement's comparison."""
+    return {
+        rc: int(
+            (int(inv["total"]) - int(inv.get("reserved", 0)))
+            * float(inv.get("allocation_ratio", 1.0))
+        )
+        for rc, inv in dict(inventories).items()
+    }
 
 
 class UsageSource(Protocol):

@@ -102,3 +102,14 @@ async def test_failed_delete_is_kept_with_the_claimed_allocation(
     # the instance is claimed again (e.g. a new request for it): no longer to be deleted
     assert await client.claim("c1", AR, project_id="p", user_id="u")
     assert "c1" not in client.pending and Journal(tmp_path / "j.json").load() == []
+
+
+async def test_capacity_is_reused_but_read_again_before_backing_out(stack: list[Any]) -> None:
+    stub = Stub(cap=2, used=0)
+    client, _ = await client_for(stack, stub.routes(), overcommit_guard=True)
+    assert await client.claim("c1", AR, project_id="p", user_id="u")
+    assert await client.claim("c2", AR, project_id="p", user_id="u")
+    assert stub.calls.count("GET inventories") == 1 and stub.calls.count("GET usages") == 2
+    stub.cap = 10  # the operator grew the inventory: the cached capacity (2) is stale
+    assert await client.claim("c3", AR, project_id="p", user_id="u")
+    assert stub.calls.count("GET inventories") == 2 and "DELETE" not in stub.calls

@@ -11,17 +11,17 @@ import pytest
 
 from asyncsched.exceptions import AllocationDeleteFailed, PlacementError
 from asyncsched.placement.overcommit import OvercommitGuard
-from asyncsched.placement.usage import ProviderUsage
+from asyncsched.placement.usage import ProviderUsage, capacities
 
 
 def test_capacity_is_placements_rule() -> None:
-    u = ProviderUsage.parse(
+    cap = capacities(
         {
             "VCPU": {"total": 10, "reserved": 2, "allocation_ratio": 1.5},
             "MEMORY_MB": {"total": 1000, "reserved": 0, "allocation_ratio": 1.0},
-        },
-        {"VCPU": 12, "MEMORY_MB": 1001, "DISK_GB": 0},
+        }
     )
+    u = ProviderUsage.parse(cap, {"VCPU": 12, "MEMORY_MB": 1001, "DISK_GB": 0})
     assert u.capacity == {"VCPU": 12, "MEMORY_MB": 1000}
     assert u.over() == {"MEMORY_MB": 1}
     # a class in use without inventory is over by all of it
