@@ -146,6 +146,9 @@ class PendingRollbacks:
         self._pending: dict[str, PendingRollback] = {}
         self._wake = asyncio.Event()
         self._save_lock = asyncio.Lock()
+        self._changes = 0  # changes made to _pending so far
+        self._saved = 0  # changes the journal on disk includes
+        self.writes = 0
         self._task: asyncio.Task[None] | None = None
         self.done = 0
         self.dropped = 0
@@ -182,9 +185,11 @@ class PendingRollbacks:
     async def add(self, consumer_uuid: str, allocations: Allocations | None) -> None:
         """Promise the rollback: returns once it is journaled (or, without a journal, kept)."""
         if consumer_uuid not in self._pending:
+            first = not self._pending
             self._pending[consumer_uuid] = PendingRollback(consumer_uuid, allocations, time.time())
             await self._save()
-            LOG.warning(
+            LOG.log(
+                logging.WARNING if first else logging.INFO,
                 "placement: rollback of %s kept; retried until Placement answers (%d pending)",
                 consumer_uuid,
                 len(self._pending),
@@ -197,10 +202,19 @@ class PendingRollbacks:
             await self._save()
 
     async def _save(self) -> None:
+        """Group commit: a change waits for one write that includes it, so a rollback of
+        thousands of claims during an outage writes the journal a few times, not thousands."""
+        self._changes += 1
+        mine = self._changes
         async with self._save_lock:
+            if self._saved >= mine:
+                return  # a write that started after this change already covered it
+            upto = self._changes
             entries = list(self._pending.values())
             try:
                 await asyncio.to_thread(self.journal.save, entries)
+                self._saved = upto
+                self.writes += 1
             except OSError as exc:
                 LOG.error(
                     "placement: rollback journal %s not written (%s): %d pending rollbacks "

@@ -136,3 +136,15 @@ async def test_discard_takes_it_out_of_the_journal(tmp_path: Path) -> None:
     await rb.add("c1", CLAIMED)
     await rb.discard("c1")
     assert "c1" not in rb and Journal(tmp_path / "j.json").load() == []
+
+
+async def test_many_rollbacks_at_once_write_the_journal_a_few_times(tmp_path: Path) -> None:
+    """A 2,000-instance request rolled back during an outage: every rollback is journaled
+    before add() returns, in a handful of writes (group commit), not one write each."""
+    p = FlakyPlacement()
+    p.down = True
+    rb = pending(p, tmp_path / "j.json")
+    uuids = [f"c{i}" for i in range(2000)]
+    await asyncio.gather(*(rb.add(u, CLAIMED) for u in uuids))
+    assert sorted(e.consumer_uuid for e in Journal(tmp_path / "j.json").load()) == sorted(uuids)
+    assert rb.writes <= 5, rb.writes
