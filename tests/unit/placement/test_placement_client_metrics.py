@@ -12,10 +12,10 @@ from asyncsched.exceptions import PlacementError
 from asyncsched.placement.query import ResourceRequest
 from tests.support.recorder import RecordingRecorder
 
-from .test_placement_client_unit import client_for, stack  # noqa: F401 (fixture)
+from .test_placement_client_unit import client_for
 
 
-async def test_calls_by_name_and_status_class(stack: list[Any]) -> None:  # noqa: F811
+async def test_calls_by_name_and_status_class(stack: list[Any]) -> None:
     async def refuse(request: web.Request) -> web.Response:
         body = {"errors": [{"status": 409, "code": "placement.undefined_code", "detail": "full"}]}
         return web.json_response(body, status=409)
