@@ -13,9 +13,10 @@ exactly once in our process although its request was delivered twice (the reply 
 still-running twin answers the redelivery); calls made while the broker is down are sent by
 oslo once it is back and served; our server reconnects; nothing is left in the queue.
 
-It stops the broker every test on the machine shares. To run it against a private node instead
-(a developer's tree shared with other people's test runs), set ``ASYNCSCHED_RESTART_RABBIT_NODE``
-(e.g. ``h9dev@localhost``) and ``ASYNCSCHED_RESTART_RABBIT_PORT`` (its AMQP port).
+It restarts a RabbitMQ node of its own (``tests.support.private_broker``), never the shared
+broker other test runs use. To point it at another node instead, set
+``ASYNCSCHED_RESTART_RABBIT_NODE`` (e.g. ``h9dev@localhost``) and
+``ASYNCSCHED_RESTART_RABBIT_PORT`` (its AMQP port).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from asyncsched.rpc.server import RPCServer
 from tests.support.broker import RABBITMQCTL, make_config
 from tests.support.decisions import CELL, RecordingEvents
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
+from tests.support.private_broker import private_broker
 
-pytestmark = [pytest.mark.integration, pytest.mark.stops_broker]
+pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 
@@ -123,11 +125,21 @@ class Broker:
         await conn.close()
 
 
+@pytest.fixture(scope="module")
+def restart_node() -> Iterator[tuple[str, int]]:
+    """The node this module restarts: the one named in the environment, else a private one."""
+    named = os.environ.get("ASYNCSCHED_RESTART_RABBIT_NODE")
+    if named:
+        yield named, int(os.environ.get("ASYNCSCHED_RESTART_RABBIT_PORT", "5672"))
+        return
+    with private_broker() as node:
+        yield node.node, node.port
+
+
 @pytest.fixture
-def broker() -> Iterator[Broker]:
-    """A uuid-named vhost on the broker; afterwards the broker is running and the vhost gone."""
-    node = os.environ.get("ASYNCSCHED_RESTART_RABBIT_NODE") or None
-    port = int(os.environ.get("ASYNCSCHED_RESTART_RABBIT_PORT", "5672"))
+def broker(restart_node: tuple[str, int]) -> Iterator[Broker]:
+    """A uuid-named vhost on the node; afterwards the node is running and the vhost gone."""
+    node, port = restart_node
     b = Broker(node, port, f"asyncsched-restart-{uuid.uuid4().hex[:12]}")
     b.ctl("add_vhost", b.vhost)
     try:
