@@ -40,7 +40,7 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import RABBITMQCTL, make_config
-from tests.support.decisions import CELL, RecordingEvents
+from tests.support.decisions import RecordingEvents, fake_selection
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 
 pytestmark = [pytest.mark.integration, pytest.mark.stops_broker]
@@ -182,20 +182,8 @@ class GatedScheduler:
         out = []
         for u in uuids:
             node = str(uuid.uuid5(uuid.NAMESPACE_URL, u))
-            allocation = {"allocations": {node: {"resources": {"VCPU": spec.flavor.vcpus}}}}
-            out.append(
-                [
-                    Selection(
-                        compute_node_uuid=node,
-                        service_host=host_for(u),
-                        nodename=f"{host_for(u)}.local",
-                        cell_uuid=CELL,
-                        allocation_request=json.dumps({**allocation, "mappings": {}}),
-                        allocation_request_version="1.36",
-                        availability_zone="nova",
-                    )
-                ]
-            )
+            used = {"VCPU": spec.flavor.vcpus}
+            out.append([fake_selection(host_for(u), f"{host_for(u)}.local", node, used)])
         return out
 
 
