@@ -187,8 +187,14 @@ class GatedScheduler:
         return out
 
 
-async def in_thread(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kw))
+def conductor_call(
+    pool: ThreadPoolExecutor, client: OsloSchedulerClient, instance_uuid: str, context: Any
+) -> asyncio.Future[Any]:
+    """select_destinations for one instance from a thread of ``pool``, as a conductor calls."""
+    spec = request_spec_primitive()
+    return asyncio.get_running_loop().run_in_executor(
+        pool, lambda: client.select_destinations(spec, [instance_uuid], context=context)
+    )
 
 
 async def eventually(check: Callable[[], bool], limit: float, what: str) -> None:
@@ -273,15 +279,7 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
     )
 
     def call(u: str) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(
-            in_thread(
-                pool,
-                client.select_destinations,
-                request_spec_primitive(),
-                [u],
-                context=contexts[u],
-            )
-        )
+        return conductor_call(pool, client, u, contexts[u])
 
     calls: dict[str, asyncio.Future[Any]] = {}
     try:
@@ -401,18 +399,7 @@ async def test_with_transient_queues_the_calls_running_here_are_still_answered(
     client = OsloSchedulerClient(broker.url, timeout=60, call_monitor_timeout=30)
     try:
         await server.start(timeout=20)
-        calls = {
-            u: asyncio.ensure_future(
-                in_thread(
-                    pool,
-                    client.select_destinations,
-                    request_spec_primitive(),
-                    [u],
-                    context=contexts[u],
-                )
-            )
-            for u in in_flight
-        }
+        calls = {u: conductor_call(pool, client, u, contexts[u]) for u in in_flight}
         await eventually(
             lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
         )
