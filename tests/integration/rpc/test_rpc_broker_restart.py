@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aio_pika
 import aiormq.exceptions
@@ -44,8 +44,6 @@ from tests.support.decisions import RecordingEvents, fake_selection
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 
 pytestmark = [pytest.mark.integration, pytest.mark.stops_broker]
-
-T = TypeVar("T")
 
 IN_FLIGHT = 8  # calls running in our process when the broker stops
 SENT_WHILE_DOWN = 2  # calls the caller makes while the broker is stopped
