@@ -133,6 +133,26 @@ async def call(client: OsloSchedulerClient, spec_obj: dict[str, Any], uuids: lis
     return await asyncio.to_thread(client.select_destinations, spec_obj, uuids)
 
 
+async def boot(
+    client: OsloSchedulerClient,
+    cloud: Cloud,
+    cells: dict[str, str],
+    spec_obj: dict[str, Any],
+    uuids: list[str],
+) -> tuple[list[list[Selection]], float]:
+    """One select_destinations call; prints where each instance landed. (selections, seconds)"""
+    t = time.monotonic()
+    sels = decode_reply(await call(client, spec_obj, uuids))
+    took = time.monotonic() - t
+    print(
+        table(
+            ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
+            landing_rows(cloud, cells, uuids, sels),
+        )
+    )
+    return sels, took
+
+
 async def run(tmp: Path) -> int:
     vhost = f"asyncsched-demo-{uuid.uuid4().hex[:8]}"
     amqp = broker.amqp_url(vhost)
@@ -198,15 +218,7 @@ async def run(tmp: Path) -> int:
             "nova-conductor makes it"
         )
         uuids = [str(uuid.uuid4()) for _ in range(BATCH)]
-        t = time.monotonic()
-        sels = decode_reply(await call(client, spec(BATCH), uuids))
-        took = time.monotonic() - t
-        print(
-            table(
-                ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
-                landing_rows(cloud, cells, uuids, sels),
-            )
-        )
+        sels, took = await boot(client, cloud, cells, spec(BATCH), uuids)
         spread = Counter(s[0].service_host for s in sels)
         print(
             f"  {BATCH} instances placed and claimed in Placement in {took * 1000:.0f} ms "
@@ -233,15 +245,7 @@ async def run(tmp: Path) -> int:
             instance_group=group,
             scheduler_hints={"group": (group.uuid,)},
         )
-        t = time.monotonic()
-        gsels = decode_reply(await call(client, request_spec_primitive(anti), group_uuids))
-        took = time.monotonic() - t
-        print(
-            table(
-                ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
-                landing_rows(cloud, cells, group_uuids, gsels),
-            )
-        )
+        gsels, took = await boot(client, cloud, cells, request_spec_primitive(anti), group_uuids)
         distinct = len({s[0].service_host for s in gsels})
         print(f"  distinct hosts: {distinct} of 4 ({took * 1000:.0f} ms)")
 
