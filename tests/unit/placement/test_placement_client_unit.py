@@ -9,7 +9,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -38,17 +38,13 @@ VERSIONS = {"versions": [{"id": "v1.0", "max_version": "1.39", "min_version": "1
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def versions(request: web.Request) -> web.Response:
-    return web.json_response(VERSIONS)
-
-
-async def serve(
-    routes: Mapping[tuple[str, str], Handler], root: Handler | None = versions
-) -> TestServer:
-    """A loopback HTTP server with ``routes`` (and ``root`` at ``GET /``, if given)."""
+async def serve(routes: dict[tuple[str, str], Handler]) -> TestServer:
     app = web.Application()
-    if root is not None:
-        app.router.add_get("/", root)
+
+    async def root(request: web.Request) -> web.Response:
+        return web.json_response(VERSIONS)
+
+    app.router.add_get("/", root)
     for (method, path), handler in routes.items():
         app.router.add_route(method, path, handler)
     server = TestServer(app, host="127.0.0.1")
@@ -174,10 +170,14 @@ async def test_5xx_non_json_and_timeout(stack: list[Any]) -> None:
 
 
 async def test_start_refuses_too_old_placement(stack: list[Any]) -> None:
+    app = web.Application()
+
     async def root(request: web.Request) -> web.Response:
         return web.json_response({"versions": [{"max_version": "1.30"}]})
 
-    server = await serve({}, root)
+    app.router.add_get("/", root)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
     stack.append(server)
     client = PlacementClient(
         PlacementOptions(auth_type="none", endpoint_override=str(server.make_url("")))
@@ -437,12 +437,6 @@ class FakeKeystone:
         self.bodies: list[dict[str, Any]] = []
         self.placement_url = ""
 
-    async def serve(self, stack: list[Any]) -> TestServer:
-        """This keystone on a loopback port, closed with ``stack``."""
-        server = await serve({("POST", "/v3/auth/tokens"): self.tokens}, root=None)
-        stack.append(server)
-        return server
-
     async def tokens(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.bodies.append(body)
@@ -487,11 +481,18 @@ async def test_keystone_token_catalog_and_401_renewal(stack: list[Any]) -> None:
         valid.add(request.headers.get("X-Auth-Token", ""))
         return web.json_response(VERSIONS)
 
-    routes = {("GET", "/placement/"): root, ("GET", "/placement/allocation_candidates"): cands}
-    psrv = await serve(routes, root=None)
+    papp = web.Application()
+    papp.router.add_get("/placement/", root)
+    papp.router.add_get("/placement/allocation_candidates", cands)
+    psrv = TestServer(papp, host="127.0.0.1")
+    await psrv.start_server()
     stack.append(psrv)
     ks.placement_url = str(psrv.make_url("/placement"))
-    ksrv = await ks.serve(stack)
+    kapp = web.Application()
+    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
+    ksrv = TestServer(kapp, host="127.0.0.1")
+    await ksrv.start_server()
+    stack.append(ksrv)
 
     opts = PlacementOptions(
         auth_type="password",
@@ -521,7 +522,11 @@ async def test_keystone_token_catalog_and_401_renewal(stack: list[Any]) -> None:
 
 async def test_keystone_token_renewed_before_expiry(stack: list[Any]) -> None:
     ks = FakeKeystone(lifetime=1.0)  # shorter than the renewal margin: renewed at half-life
-    ksrv = await ks.serve(stack)
+    kapp = web.Application()
+    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
+    ksrv = TestServer(kapp, host="127.0.0.1")
+    await ksrv.start_server()
+    stack.append(ksrv)
     psrv = await serve({})
     stack.append(psrv)
     opts = PlacementOptions(
@@ -547,7 +552,11 @@ async def test_keystone_refusal_never_leaks_the_password(
     stack: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     ks = FakeKeystone()
-    ksrv = await ks.serve(stack)
+    kapp = web.Application()
+    kapp.router.add_post("/v3/auth/tokens", ks.tokens)
+    ksrv = TestServer(kapp, host="127.0.0.1")
+    await ksrv.start_server()
+    stack.append(ksrv)
     opts = PlacementOptions(
         auth_type="password",
         auth_url=str(ksrv.make_url("/v3")),
