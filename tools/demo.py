@@ -18,7 +18,9 @@ Run after tools/bootstrap.sh and tools/services.sh (``make demo`` does both).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,11 +41,12 @@ from tests.support.cloud import (  # noqa: E402
     AggregatePlan,
     Cloud,
     HostPlan,
+    config_file_text,
     daemon_config,
     decode_reply,
     seed_cloud,
 )
-from tests.support.daemon import Daemon, write_config  # noqa: E402
+from tests.support.notify_listener import NotifyListener  # noqa: E402
 from tests.support.nova_db import NovaDB  # noqa: E402
 from tests.support.oslo_caller import (  # noqa: E402
     OsloSchedulerClient,
@@ -61,6 +64,25 @@ SIZES = [  # (label, vcpus, memory MB, disk GB)
 ]
 FLAVOR: dict[str, Any] = {"vcpus": 4, "memory_mb": 16384, "root_gb": 80}  # m1.xlarge-ish
 BATCH = 30
+
+
+def start_daemon(conf: Path, notify_socket: str, log: Path) -> subprocess.Popen[bytes]:
+    """``asyncsched serve`` as systemd starts it: NOTIFY_SOCKET set, stderr to a log file."""
+    env = dict(os.environ, NOTIFY_SOCKET=notify_socket, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(conf)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
+def log_tail(log: Path, lines: int = 40) -> str:
+    if not log.exists():
+        return ""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def demo_cloud() -> tuple[list[HostPlan], list[AggregatePlan]]:
@@ -133,33 +155,15 @@ async def call(client: OsloSchedulerClient, spec_obj: dict[str, Any], uuids: lis
     return await asyncio.to_thread(client.select_destinations, spec_obj, uuids)
 
 
-async def boot(
-    client: OsloSchedulerClient,
-    cloud: Cloud,
-    cells: dict[str, str],
-    spec_obj: dict[str, Any],
-    uuids: list[str],
-) -> tuple[list[list[Selection]], float]:
-    """One select_destinations call; prints where each instance landed. (selections, seconds)"""
-    t = time.monotonic()
-    sels = decode_reply(await call(client, spec_obj, uuids))
-    took = time.monotonic() - t
-    print(
-        table(
-            ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
-            landing_rows(cloud, cells, uuids, sels),
-        )
-    )
-    return sels, took
-
-
 async def run(tmp: Path) -> int:
     vhost = f"asyncsched-demo-{uuid.uuid4().hex[:8]}"
     amqp = broker.amqp_url(vhost)
     db = NovaDB(prefix="asyncsched_demo")
     placement = PlacementServer()
-    daemon: Daemon | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    listener: NotifyListener | None = None
     client: OsloSchedulerClient | None = None
+    log = tmp / "asyncsched.log"
     vhost_made = False
     try:
         t0 = time.monotonic()
@@ -198,13 +202,13 @@ async def run(tmp: Path) -> int:
             scheduler_host="demo-scheduler",
             drain_timeout=10.0,
         )
-        daemon = Daemon(write_config(tmp, config), tmp / "asyncsched.log")
-        daemon.start()
-        proc = daemon.proc
-        assert proc is not None
+        conf = tmp / "asyncsched.conf"
+        conf.write_text(config_file_text(config))
+        listener = NotifyListener()
+        proc = start_daemon(conf, listener.address, log)
         t_start = time.monotonic()
         while True:
-            msg = await asyncio.to_thread(daemon.listener.recv, 60.0)
+            msg = await asyncio.to_thread(listener.recv, 60.0)
             if "STATUS" in msg:
                 print(f"  systemd status: {msg['STATUS']}")
             if msg.get("READY") == "1":
@@ -218,7 +222,15 @@ async def run(tmp: Path) -> int:
             "nova-conductor makes it"
         )
         uuids = [str(uuid.uuid4()) for _ in range(BATCH)]
-        sels, took = await boot(client, cloud, cells, spec(BATCH), uuids)
+        t = time.monotonic()
+        sels = decode_reply(await call(client, spec(BATCH), uuids))
+        took = time.monotonic() - t
+        print(
+            table(
+                ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
+                landing_rows(cloud, cells, uuids, sels),
+            )
+        )
         spread = Counter(s[0].service_host for s in sels)
         print(
             f"  {BATCH} instances placed and claimed in Placement in {took * 1000:.0f} ms "
@@ -245,7 +257,15 @@ async def run(tmp: Path) -> int:
             instance_group=group,
             scheduler_hints={"group": (group.uuid,)},
         )
-        gsels, took = await boot(client, cloud, cells, request_spec_primitive(anti), group_uuids)
+        t = time.monotonic()
+        gsels = decode_reply(await call(client, request_spec_primitive(anti), group_uuids))
+        took = time.monotonic() - t
+        print(
+            table(
+                ["instance", "host", "node", "cell", "AZ", "size", "alternates"],
+                landing_rows(cloud, cells, group_uuids, gsels),
+            )
+        )
         distinct = len({s[0].service_host for s in gsels})
         print(f"  distinct hosts: {distinct} of 4 ({took * 1000:.0f} ms)")
 
@@ -291,15 +311,17 @@ async def run(tmp: Path) -> int:
         print(f"\ndemo finished in {time.monotonic() - t0:.1f} s; cleaning up")
         return code
     except BaseException:
-        if daemon is not None:
-            print("---- asyncsched log (last 40 lines) ----", file=sys.stderr)
-            print("\n".join(daemon.stderr().splitlines()[-40:]), file=sys.stderr)
+        print("---- asyncsched log (last 40 lines) ----", file=sys.stderr)
+        print(log_tail(log), file=sys.stderr)
         raise
     finally:
         if client is not None:
             client.close()
-        if daemon is not None:
-            daemon.stop()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if listener is not None:
+            listener.close()
         await asyncio.to_thread(placement.stop)
         await db.drop()
         if vhost_made:
