@@ -25,7 +25,8 @@ from asyncsched.conf.options import FilterSchedulerOptions
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
 from tests.support.cloud import daemon_config, decode_reply
-from tests.support.daemon import Daemon, serving, write_config
+from tests.support.daemon import Daemon as Daemon  # also imported from here by other e2e tests
+from tests.support.daemon import serving, write_config
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
