@@ -19,11 +19,9 @@ from asyncsched.conf.options import Config
 from asyncsched.objects.models import Flavor, RequestSpec
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
-from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.loader import load_filters, load_weighers
 from asyncsched.state.host_state import HostState
 from bench import reference_scheduler as reference
-from bench.synthetic_cloud import NOW, make_cloud
+from bench.synthetic_cloud import NOW, make_cloud, pipeline
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -46,11 +44,7 @@ def _time(fn: Callable[[], object], runs: int) -> list[float]:
 def measure(n: int, runs: int, *, overrides: bool = False) -> dict[str, float]:
     """p50/p99 (ms) of both paths on an n-host synthetic cloud."""
     config = Config()
-    filters = load_filters(config)
-    weighers = load_weighers(config)
-    for f in filters:
-        if isinstance(f, ComputeFilter):
-            f.clock = lambda: NOW
+    filters, weighers = pipeline(config)
     spec = RequestSpec(flavor=Flavor(memory_mb=2048, vcpus=2, root_gb=20), instance_uuid="i-1")
     states, aggs = make_cloud(n, random.Random(n), overrides=overrides)
     engine = DecisionEngine(config, filters, weighers, clock=lambda: NOW)
@@ -74,11 +68,7 @@ def measure(n: int, runs: int, *, overrides: bool = False) -> dict[str, float]:
 def measure_multi_create(n_hosts: int, instances: int) -> tuple[float, float]:
     """ms for a whole multi-create decision loop (filter+weigh+pick+consume per instance)."""
     config = Config()
-    filters = load_filters(config)
-    weighers = load_weighers(config)
-    for f in filters:
-        if isinstance(f, ComputeFilter):
-            f.clock = lambda: NOW
+    filters, weighers = pipeline(config)
     spec = RequestSpec(flavor=Flavor(memory_mb=2048, vcpus=2, root_gb=20))
 
     def consume(h: HostState) -> None:

@@ -6,11 +6,26 @@ import random
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from asyncsched.conf.options import Config
 from asyncsched.objects.host_resources import PciDevicePool
 from asyncsched.objects.models import Aggregate
+from asyncsched.scheduling.filters.base import BaseHostFilter
+from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.scheduling.loader import load_filters, load_weighers
+from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState, ServiceInfo
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def pipeline(config: Config) -> tuple[list[BaseHostFilter], list[BaseHostWeigher]]:
+    """The filters and weighers ``config`` enables, ComputeFilter's clock stopped at NOW (the
+    synthetic services' heartbeats are relative to it)."""
+    filters = load_filters(config)
+    for f in filters:
+        if isinstance(f, ComputeFilter):
+            f.clock = lambda: NOW
+    return filters, load_weighers(config)
 
 
 def make_cloud(

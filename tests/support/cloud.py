@@ -179,7 +179,8 @@ def daemon_config(
 def config_file_text(config: Config) -> str:
     """The nova.conf-style file ``asyncsched serve --config-file`` reads for ``config``.
 
-    Only the options the e2e runs set; everything else keeps nova's defaults.
+    Only the options the e2e runs set (and any ``[asyncsched]`` option off its default);
+    everything else keeps nova's defaults.
     """
     d, p, a = config.default, config.placement, config.asyncsched
     lines = [
@@ -209,8 +210,12 @@ def config_file_text(config: Config) -> str:
         f"drain_timeout = {a.drain_timeout}",
         f"claim_concurrency = {a.claim_concurrency}",
     ]
-    if a.health_file:
-        lines.append(f"health_file = {a.health_file}")
+    always = {"refresh_interval", "full_resync_interval", "drain_timeout", "claim_concurrency"}
+    defaults = AsyncschedOptions()
+    for f in dataclasses.fields(a):  # every other [asyncsched] option the config sets
+        value = getattr(a, f.name)
+        if f.name not in always and value is not None and value != getattr(defaults, f.name):
+            lines.append(f"{f.name} = {value}")
     return "\n".join(lines) + "\n"
 
 

@@ -10,13 +10,35 @@ import asyncio
 import json
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
 
 CELL = "8f3c2d1e-6b5a-4c9d-8e7f-1a2b3c4d5e6f"
+
+
+def fake_selection(
+    host: str, nodename: str, node: str | None = None, resources: Mapping[str, int] | None = None
+) -> Selection:
+    """A Selection of ``host`` in CELL; its allocation request takes ``resources`` from
+    ``node`` (an empty request "{}" without them)."""
+    node = node or str(uuid.uuid4())
+    allocation = "{}"
+    if resources is not None:
+        allocation = json.dumps(
+            {"allocations": {node: {"resources": dict(resources)}}, "mappings": {}}
+        )
+    return Selection(
+        compute_node_uuid=node,
+        service_host=host,
+        nodename=nodename,
+        cell_uuid=CELL,
+        allocation_request=allocation,
+        allocation_request_version="1.36",
+        availability_zone="nova",
+    )
 
 
 class RecordingScheduler:
@@ -55,42 +77,9 @@ class RecordingScheduler:
         out = []
         for i in range(len(instance_uuids) if instance_uuids else spec.num_instances):
             node = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"cn-{i}"))
-            chosen = Selection(
-                compute_node_uuid=node,
-                service_host=f"cn-{i}",
-                nodename=f"cn-{i}.{self.name}",
-                cell_uuid=CELL,
-                allocation_request=json.dumps(
-                    {
-                        "allocations": {
-                            node: {
-                                "resources": {
-                                    "VCPU": spec.flavor.vcpus,
-                                    "MEMORY_MB": spec.flavor.memory_mb,
-                                }
-                            }
-                        },
-                        "mappings": {},
-                    }
-                ),
-                allocation_request_version="1.36",
-                availability_zone="nova",
-            )
-            alts = (
-                [
-                    Selection(
-                        compute_node_uuid=str(uuid.uuid4()),
-                        service_host=f"alt-{i}",
-                        nodename=f"alt-{i}",
-                        cell_uuid=CELL,
-                        allocation_request="{}",
-                        allocation_request_version="1.36",
-                        availability_zone="nova",
-                    )
-                ]
-                if return_alternates
-                else []
-            )
+            used = {"VCPU": spec.flavor.vcpus, "MEMORY_MB": spec.flavor.memory_mb}
+            chosen = fake_selection(f"cn-{i}", f"cn-{i}.{self.name}", node, used)
+            alts = [fake_selection(f"alt-{i}", f"alt-{i}")] if return_alternates else []
             out.append([chosen, *alts])
         return out
 

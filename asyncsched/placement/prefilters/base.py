@@ -26,21 +26,26 @@ class RequestFilterFailed(Exception):
 
 
 def add_root_required(spec: RequestSpec, *traits: str) -> RequestSpec:
-    rlp = spec.request_level_params
-    if all(t in rlp.root_required for t in traits):
-        return spec
-    return replace(
-        spec, request_level_params=replace(rlp, root_required=rlp.root_required | set(traits))
-    )
+    return _add_root_traits(spec, required=traits)
 
 
 def add_root_forbidden(spec: RequestSpec, *traits: str) -> RequestSpec:
+    return _add_root_traits(spec, forbidden=traits)
+
+
+def _add_root_traits(
+    spec: RequestSpec, *, required: Iterable[str] = (), forbidden: Iterable[str] = ()
+) -> RequestSpec:
+    """``spec`` with the root provider also needing ``required`` and lacking ``forbidden``
+    (the same object when it already does: most requests pass every pre-filter unchanged)."""
     rlp = spec.request_level_params
-    if all(t in rlp.root_forbidden for t in traits):
+    need, refuse = frozenset(required), frozenset(forbidden)
+    if need <= rlp.root_required and refuse <= rlp.root_forbidden:
         return spec
-    return replace(
-        spec, request_level_params=replace(rlp, root_forbidden=rlp.root_forbidden | set(traits))
+    rlp = replace(
+        rlp, root_required=rlp.root_required | need, root_forbidden=rlp.root_forbidden | refuse
     )
+    return replace(spec, request_level_params=rlp)
 
 
 def _destination(spec: RequestSpec) -> Destination:

@@ -23,17 +23,15 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from asyncsched.conf.options import PlacementOptions
-from tests.integration.e2e.test_e2e_serve import Daemon
 from tests.support.cloud import (
     AggregatePlan,
     Cloud,
     HostPlan,
-    config_file_text,
     daemon_config,
     decode_reply,
     seed_cloud,
 )
+from tests.support.daemon import Daemon, serving, write_config
 from tests.support.net import free_port
 from tests.support.nova_db import NovaDB, url_for
 from tests.support.oslo_caller import (
@@ -96,43 +94,23 @@ async def stack(
                 cell2.id,
             )
             port = free_port()
-            (tmp / "token").write_text(TOKEN + "\n")
             config = daemon_config(
                 transport_url=broker.url(),
                 api_url=db.api_url,
-                placement=replace(
-                    PlacementOptions(),
-                    auth_type="none",
-                    endpoint_override=placement_server.url,
-                    timeout=5.0,
-                ),
+                placement=replace(placement_server.options, timeout=5.0),
                 scheduler_host=f"admin-{uuid.uuid4().hex[:8]}",
                 refresh_interval=0.3,
                 full_resync_interval=3600.0,
                 drain_timeout=5.0,
+                admin_listen=f"127.0.0.1:{port}",
+                ready_max_state_age=MAX_AGE,
+                ready_placement_timeout=2.0,
+                db_reconnect_max=1.0,
+                db_query_timeout=2.0,
             )
-            conf = tmp / "asyncsched.conf"
-            conf.write_text(
-                config_file_text(config)
-                + f"admin_listen = 127.0.0.1:{port}\n"
-                + f"admin_token_file = {tmp / 'token'}\n"
-                + f"ready_max_state_age = {MAX_AGE}\n"
-                + "ready_placement_timeout = 2\n"
-                + "db_reconnect_max = 1\n"
-                + "db_query_timeout = 2\n"
-            )
-            daemon = Daemon(conf, tmp / "stderr.log")
-            daemon.start()
-            try:
-                await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
-                yield Stack(
-                    daemon, f"http://127.0.0.1:{port}", broker, proxy, placement_server, db, cloud
-                )
-            except BaseException:
-                print(daemon.stderr())
-                raise
-            finally:
-                daemon.stop()
+            async with serving(write_config(tmp, config, admin_token=TOKEN)) as daemon:
+                admin = f"http://127.0.0.1:{port}"
+                yield Stack(daemon, admin, broker, proxy, placement_server, db, cloud)
     finally:
         await db.drop()
 

@@ -24,17 +24,15 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from asyncsched.conf.options import PlacementOptions
-from tests.integration.e2e.test_e2e_serve import Daemon
 from tests.support.cloud import (
     AggregatePlan,
     Cloud,
     HostPlan,
-    config_file_text,
     daemon_config,
     decode_reply,
     seed_cloud,
 )
+from tests.support.daemon import Daemon, serving, write_config
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
@@ -98,38 +96,19 @@ async def stack(
         async with placement_server.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
         tmp = tmp_path_factory.mktemp("explain")
-        token_file = tmp / "token"
-        token_file.write_text(TOKEN + "\n")
         config = daemon_config(
             transport_url=module_amqp_url,
             api_url=db.api_url,
-            placement=replace(
-                PlacementOptions(),
-                auth_type="none",
-                endpoint_override=placement_server.url,
-                timeout=30.0,
-            ),
+            placement=replace(placement_server.options, timeout=30.0),
             scheduler_host=f"e2e-explain-{uuid.uuid4().hex[:8]}",
             refresh_interval=3600.0,
             full_resync_interval=3600.0,
+            admin_listen="127.0.0.1:0",
         )
-        conf = tmp / "asyncsched.conf"
-        conf.write_text(
-            config_file_text(config)
-            + f"admin_listen = 127.0.0.1:0\nadmin_token_file = {token_file}\n"
-        )
-        daemon = Daemon(conf, tmp / "stderr.log")
-        daemon.start()
-        try:
-            await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
+        async with serving(write_config(tmp, config, admin_token=TOKEN)) as daemon:
             found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", daemon.stderr())
             assert found, daemon.stderr()
-            yield Stack(db, placement_server, cloud, daemon, found.group(1), token_file)
-        except BaseException:
-            print(daemon.stderr())
-            raise
-        finally:
-            daemon.stop()
+            yield Stack(db, placement_server, cloud, daemon, found.group(1), tmp / "token")
     finally:
         await db.drop()
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -24,11 +21,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
+from asyncsched.conf.options import FilterSchedulerOptions
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
-from tests.support.cloud import config_file_text, daemon_config, decode_reply
-from tests.support.notify_listener import NotifyListener
+from tests.support.cloud import daemon_config, decode_reply
+from tests.support.daemon import Daemon as Daemon  # also imported from here by other e2e tests
+from tests.support.daemon import serving, write_config
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
@@ -37,7 +35,6 @@ from tests.support.oslo_caller import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
-ROOT = Path(__file__).resolve().parents[3]
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
 AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
 
@@ -96,36 +93,6 @@ class Relay:
             self._conns.discard(task)
 
 
-class Daemon:
-    """``asyncsched serve`` in a subprocess with a notify socket, stderr kept in a file."""
-
-    def __init__(self, conf: Path, log: Path) -> None:
-        self.conf = conf
-        self.log = log
-        self.listener = NotifyListener()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
-        with open(self.log, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.listener.close()
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def relay(seeded: SeededStack) -> AsyncIterator[Relay]:
     r = Relay(seeded.placement.port)
@@ -148,8 +115,7 @@ async def serve(
         transport_url=module_amqp_url,
         api_url=seeded.db.api_url,
         placement=replace(
-            PlacementOptions(),
-            auth_type="none",
+            seeded.placement.options,
             endpoint_override=f"http://127.0.0.1:{relay.port}",
             timeout=30.0,
         ),
@@ -160,19 +126,8 @@ async def serve(
         drain_timeout=60.0,
         health_file=str(tmp / "health.json"),
     )
-    conf = tmp / "asyncsched.conf"
-    conf.write_text(config_file_text(config))
-    daemon = Daemon(conf, tmp / "stderr.log")
-    daemon.start()
-    try:
-        ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
-        assert daemon.proc is not None and ready["MAINPID"] == str(daemon.proc.pid)
+    async with serving(write_config(tmp, config)) as daemon:
         yield daemon
-    except BaseException:
-        print(daemon.stderr())
-        raise
-    finally:
-        daemon.stop()
 
 
 def read_json(path: Path) -> Any:

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aio_pika
 import aiormq.exceptions
@@ -41,13 +41,11 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import RABBITMQCTL, make_config
-from tests.support.decisions import CELL, RecordingEvents
+from tests.support.decisions import RecordingEvents, fake_selection
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 from tests.support.private_broker import private_broker
 
 pytestmark = pytest.mark.integration
-
-T = TypeVar("T")
 
 IN_FLIGHT = 8  # calls running in our process when the broker stops
 SENT_WHILE_DOWN = 2  # calls the caller makes while the broker is stopped
@@ -194,25 +192,19 @@ class GatedScheduler:
         out = []
         for u in uuids:
             node = str(uuid.uuid5(uuid.NAMESPACE_URL, u))
-            allocation = {"allocations": {node: {"resources": {"VCPU": spec.flavor.vcpus}}}}
-            out.append(
-                [
-                    Selection(
-                        compute_node_uuid=node,
-                        service_host=host_for(u),
-                        nodename=f"{host_for(u)}.local",
-                        cell_uuid=CELL,
-                        allocation_request=json.dumps({**allocation, "mappings": {}}),
-                        allocation_request_version="1.36",
-                        availability_zone="nova",
-                    )
-                ]
-            )
+            used = {"VCPU": spec.flavor.vcpus}
+            out.append([fake_selection(host_for(u), f"{host_for(u)}.local", node, used)])
         return out
 
 
-async def in_thread(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(pool, lambda: fn(*args, **kw))
+def conductor_call(
+    pool: ThreadPoolExecutor, client: OsloSchedulerClient, instance_uuid: str, context: Any
+) -> asyncio.Future[Any]:
+    """select_destinations for one instance from a thread of ``pool``, as a conductor calls."""
+    spec = request_spec_primitive()
+    return asyncio.get_running_loop().run_in_executor(
+        pool, lambda: client.select_destinations(spec, [instance_uuid], context=context)
+    )
 
 
 async def eventually(check: Callable[[], bool], limit: float, what: str) -> None:
@@ -297,15 +289,7 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
     )
 
     def call(u: str) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(
-            in_thread(
-                pool,
-                client.select_destinations,
-                request_spec_primitive(),
-                [u],
-                context=contexts[u],
-            )
-        )
+        return conductor_call(pool, client, u, contexts[u])
 
     calls: dict[str, asyncio.Future[Any]] = {}
     try:
@@ -425,18 +409,7 @@ async def test_with_transient_queues_the_calls_running_here_are_still_answered(
     client = OsloSchedulerClient(broker.url, timeout=60, call_monitor_timeout=30)
     try:
         await server.start(timeout=20)
-        calls = {
-            u: asyncio.ensure_future(
-                in_thread(
-                    pool,
-                    client.select_destinations,
-                    request_spec_primitive(),
-                    [u],
-                    context=contexts[u],
-                )
-            )
-            for u in in_flight
-        }
+        calls = {u: conductor_call(pool, client, u, contexts[u]) for u in in_flight}
         await eventually(
             lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
         )

@@ -62,23 +62,25 @@ def test_unset_fields_get_novas_defaults() -> None:
     assert spec.is_bfv is False
 
 
+def nested_spec(**fields: Any) -> dict[str, Any]:
+    """A RequestSpec primitive with every nested object: NUMA, PCI, destination, a group."""
+    return P.request_spec(
+        numa_topology=P.numa_topology(),
+        pci_requests=P.pci_requests(),
+        requested_destination=P.destination(),
+        requested_resources=[P.request_group()],
+        **fields,
+    )
+
+
 def test_nested_objects_numa_pci_destination_groups() -> None:
+    params = {
+        "root_required": ["COMPUTE_STATUS_ENABLED"],
+        "root_forbidden": ["COMPUTE_STATUS_DISABLED"],
+        "same_subtree": [["port-1", "port-2"]],
+    }
     spec = codec.decode_request_spec(
-        P.request_spec(
-            numa_topology=P.numa_topology(),
-            pci_requests=P.pci_requests(),
-            requested_destination=P.destination(),
-            requested_resources=[P.request_group()],
-            request_level_params=P.obj(
-                "RequestLevelParams",
-                "1.1",
-                {
-                    "root_required": ["COMPUTE_STATUS_ENABLED"],
-                    "root_forbidden": ["COMPUTE_STATUS_DISABLED"],
-                    "same_subtree": [["port-1", "port-2"]],
-                },
-            ),
-        )
+        nested_spec(request_level_params=P.obj("RequestLevelParams", "1.1", params))
     )
     assert spec.numa_topology is not None
     cell = spec.numa_topology.cells[0]
@@ -190,14 +192,7 @@ def test_absurd_nesting_is_refused() -> None:
 
 
 def test_request_spec_round_trip_through_json() -> None:
-    spec = codec.decode_request_spec(
-        P.request_spec(
-            numa_topology=P.numa_topology(),
-            pci_requests=P.pci_requests(),
-            requested_destination=P.destination(),
-            requested_resources=[P.request_group()],
-        )
-    )
+    spec = codec.decode_request_spec(nested_spec())
     again = codec.decode_request_spec(
         json.loads(json.dumps(nova_objects.encode_request_spec(spec)))
     )

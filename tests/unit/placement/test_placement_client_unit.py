@@ -64,6 +64,16 @@ async def client_for(
     return client, server
 
 
+def deleting(deleted: list[str]) -> Handler:
+    """DELETE /allocations/{c} that answers 204 and notes the consumer in ``deleted``."""
+
+    async def delete(request: web.Request) -> web.Response:
+        deleted.append(request.match_info["c"])
+        return web.Response(status=204)
+
+    return delete
+
+
 def conflict(detail: str) -> web.Response:
     body = {"errors": [{"status": 409, "code": "placement.concurrent_update", "detail": detail}]}
     return web.json_response(body, status=409)
@@ -310,13 +320,9 @@ async def test_claim_timeout_is_false_and_cleans_up(stack: list[Any]) -> None:
         await asyncio.sleep(1)
         return web.Response(status=204)
 
-    async def delete(request: web.Request) -> web.Response:
-        deleted.append(request.match_info["c"])
-        return web.Response(status=204)
-
     client, _ = await client_for(
         stack,
-        {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): delete},
+        {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): deleting(deleted)},
         timeout=0.2,
     )
     assert await client.claim("c9", {"allocations": {}}, project_id="p", user_id="u") is False
@@ -335,12 +341,8 @@ async def test_connection_dropped_during_claim_is_false_and_cleans_up(stack: lis
         await asyncio.sleep(0.1)
         return web.Response(status=204)
 
-    async def delete(request: web.Request) -> web.Response:
-        deleted.append(request.match_info["c"])
-        return web.Response(status=204)
-
     client, _ = await client_for(
-        stack, {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): delete}
+        stack, {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): deleting(deleted)}
     )
     assert await client.claim("c7", {"allocations": {}}, project_id="p", user_id="u") is False
     assert puts <= 2  # aiohttp resends a PUT once on a reused keep-alive socket, no more

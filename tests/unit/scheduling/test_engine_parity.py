@@ -24,11 +24,10 @@ from asyncsched.objects.models import (
 )
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.base import HostCandidate
-from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.loader import builtin_filters, load_filters, load_weighers
+from asyncsched.scheduling.loader import builtin_filters
 from asyncsched.state.host_state import HostState
 from bench import reference_scheduler as reference
-from bench.synthetic_cloud import NOW, make_cloud
+from bench.synthetic_cloud import NOW, make_cloud, pipeline
 
 from .sched_helpers import config, spec
 
@@ -61,10 +60,7 @@ def _after(s: RequestSpec, h: HostState, uuid: str) -> RequestSpec:
 def _fast(
     conf: Config, states: list[HostState], aggs: list[Any], s: RequestSpec, n: int, seed: int
 ) -> tuple[list[str], dict[str, dict[str, int]]]:
-    filters, weighers = load_filters(conf), load_weighers(conf)
-    for f in filters:
-        if isinstance(f, ComputeFilter):
-            f.clock = lambda: NOW
+    filters, weighers = pipeline(conf)
     eng = DecisionEngine(conf, filters, weighers, clock=lambda: NOW, rng=random.Random(seed))
     eng.set_aggregates(aggs)
     req = eng.start(states)
@@ -89,10 +85,7 @@ def _fast(
 def _ref(
     conf: Config, states: list[HostState], s: RequestSpec, n: int, seed: int
 ) -> tuple[list[str], dict[str, dict[str, int]]]:
-    filters, weighers = load_filters(conf), load_weighers(conf)
-    for f in filters:
-        if isinstance(f, ComputeFilter):
-            f.clock = lambda: NOW
+    filters, weighers = pipeline(conf)
     rng = random.Random(seed)
     hosts = [HostCandidate(h) for h in states]
     reasons: dict[str, Any] = {}

@@ -24,6 +24,7 @@ from asyncsched.objects.models import (
     RequestSpec,
 )
 from asyncsched.placement.prefilters import ALL_REQUEST_FILTERS, run_prefilters
+from asyncsched.placement.prefilters.base import add_root_forbidden, add_root_required
 from asyncsched.placement.prefilters.image_metadata import transform_image_metadata
 from asyncsched.placement.query import build_resource_request
 from asyncsched.placement.traits import KNOWN_TRAITS, STANDARD_RESOURCE_CLASSES
@@ -280,3 +281,15 @@ def test_reference_sample_request_spec_end_to_end() -> None:
         "&resources=DISK_GB:40,MEMORY_MB:4096,VCPU:2"
         "&root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED"
     )
+
+
+def test_root_traits_are_added_once_and_a_spec_that_has_them_is_returned_as_is() -> None:
+    spec = RequestSpec(flavor=Flavor(memory_mb=512, vcpus=1))
+    both = add_root_forbidden(add_root_required(spec, "HW_A", "HW_B"), "HW_C")
+    assert both.request_level_params.root_required == {"HW_A", "HW_B"}
+    assert both.request_level_params.root_forbidden == {"HW_C"}
+    assert spec.request_level_params.root_required == frozenset()  # a new spec, not a mutation
+    assert add_root_required(both, "HW_B") is both and add_root_forbidden(both, "HW_C") is both
+    more = add_root_forbidden(both, "HW_D")
+    assert more.request_level_params.root_forbidden == {"HW_C", "HW_D"}
+    assert more.request_level_params.root_required == {"HW_A", "HW_B"}
