@@ -8,7 +8,6 @@ below is the old one-shot code, spelled out, so a change of bytes on the wire sh
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import time
@@ -26,6 +25,7 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, SchedulerLimits, Selection
 from asyncsched.rpc import paced, wire
 from asyncsched.rpc.server import RPCServer
+from tests.support.loop_gap import max_gap_while
 from tests.unit.objects import nova_primitives as P
 
 BIG = 5000
@@ -161,29 +161,6 @@ class _NoEvents:
     async def sync_instance_info(self, host_name: str, instance_uuids: Any) -> None: ...
 
 
-async def _max_gap_while(coro: Any) -> tuple[Any, float]:
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.005)
-    gaps.clear()
-    try:
-        result = await coro
-    finally:
-        done.set()
-        await task
-    return result, max(gaps)
-
-
 def _selection_like_nova(i: int) -> Selection:
     cn = str(uuid.uuid4())
     alloc = {"allocations": {cn: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}, "mappings": {}}
@@ -218,7 +195,7 @@ async def test_a_5000_instance_reply_keeps_the_loop_turning() -> None:
     message = _Message(body)
     decl = server.topology.queues[0]
     t0 = time.perf_counter()
-    _, gap = await _max_gap_while(server._handle(decl, cast(AbstractIncomingMessage, message)))
+    _, gap, _ = await max_gap_while(server._handle(decl, cast(AbstractIncomingMessage, message)))
     took = time.perf_counter() - t0
     assert message.acked
     (sent,) = channel.default_exchange.bodies
