@@ -186,8 +186,9 @@ def _c(key: str, name: str, doc: str) -> Scalar:
     return Scalar(key, name, doc, counter=True)
 
 
-# Component name (as in Service.health()) -> what it exports. A component that is absent (no
-# mirror configured) or whose health() failed exports nothing.
+# Component name (as in Service.health()), or a dotted path to a part of one -> what it
+# exports. A part that is absent or None (no mirror configured, guard off) or whose health()
+# failed exports nothing.
 SCALARS: dict[str, tuple[Scalar, ...]] = {
     "rpc": (
         _c("stats.received", "asyncsched_rpc_messages_received", "Messages taken from RabbitMQ."),
@@ -221,6 +222,30 @@ SCALARS: dict[str, tuple[Scalar, ...]] = {
         _c("deletes", "asyncsched_placement_deletes", "Allocation deletes (rollbacks)."),
         _c("delete_failures", "asyncsched_placement_delete_failures",
            "Allocation deletes that failed (leaked claims)."),
+    ),
+    "placement.overcommit_guard": (
+        _c("confirmed", "asyncsched_overcommit_guard_confirmed",
+           "Claims the overcommit guard found within capacity (kept)."),
+        _c("raced", "asyncsched_overcommit_guard_raced",
+           "Claims found over capacity at the first look (a concurrent claim elsewhere)."),
+        _c("kept_after_race", "asyncsched_overcommit_guard_kept_after_race",
+           "Raced claims whose providers fit again after the pause (kept)."),
+        _c("backed_out", "asyncsched_overcommit_guard_backed_out",
+           "Raced claims still over capacity, backed out to decide the instance again."),
+        _c("foreign_over", "asyncsched_overcommit_guard_foreign_over",
+           "Providers found over capacity in resource classes the claim does not use."),
+        _c("unchecked", "asyncsched_overcommit_guard_unchecked",
+           "Provider usages the guard could not read (claim kept as Placement accepted it)."),
+    ),
+    "placement.pending_rollbacks": (
+        Scalar("pending", "asyncsched_placement_pending_rollbacks",
+               "Rollbacks Placement could not take yet, journaled and retried."),
+        Scalar("oldest_age_s", "asyncsched_placement_pending_rollback_oldest_age_seconds",
+               "Age of the oldest pending rollback (absent while none is pending)."),
+        _c("done", "asyncsched_placement_pending_rollbacks_done",
+           "Pending rollbacks completed once Placement answered."),
+        _c("dropped", "asyncsched_placement_pending_rollbacks_dropped",
+           "Pending rollbacks left alone: the consumer holds other allocations by then."),
     ),
     "hoststate": (
         Scalar("hosts", "asyncsched_host_state_hosts", "Compute nodes in the cache."),
@@ -263,8 +288,10 @@ class HealthCollector(Collector):
             "1 while the service is running (0 starting/stopping).",
             value=1 if snapshot.get("state") == "running" else 0,
         )
-        for component, scalars in SCALARS.items():
-            part = _usable(comps.get(component))
+        for path, scalars in SCALARS.items():
+            part: Any = comps
+            for step in path.split("."):
+                part = _usable(part.get(step)) if part is not None else None
             if part is not None:
                 yield from _scalars(part, scalars)
         yield from _databases(_usable(comps.get("hoststate")))

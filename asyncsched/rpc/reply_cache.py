@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asyncsched.rpc.wire import RawJSON
+
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -37,7 +39,9 @@ class Outcome:
     def approx_bytes(self) -> int:
         """Roughly the memory a cached reply holds (its JSON length), for ``max_bytes``."""
         size = len(self.failure or "")
-        if self.result is not None:
+        if isinstance(self.result, RawJSON):  # a large result, already encoded
+            size += sum(map(len, self.result.parts))
+        elif self.result is not None:
             size += len(json.dumps(self.result, default=str))
         return size
 

@@ -34,13 +34,14 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage
 
 from asyncsched.backoff import Backoff
+from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import NovaException, NoValidHost
 from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
-from asyncsched.rpc import dispatcher, validation, wire
+from asyncsched.rpc import dispatcher, paced, validation, wire
 from asyncsched.rpc.broker import BrokerLink
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.late_replies import LateReplies
@@ -400,7 +401,7 @@ class RPCServer:
     ) -> None:
         """One attempt now; if the broker returns it (or is away) retry in the background."""
         try:
-            body = wire.reply_body(address.msg_id, outcome.result, outcome.failure, ending=True)
+            body = await paced.reply_body(address.msg_id, outcome.result, outcome.failure, Pacer())
         except (TypeError, ValueError, RecursionError):
             LOG.exception("Reply of request_id=%s cannot be serialised", request_id)
             failure = wire.internal_failure(request_id)

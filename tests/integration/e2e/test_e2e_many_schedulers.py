@@ -190,9 +190,8 @@ async def test_pings_are_answered_while_a_5000_instance_call_is_decided(
 
     The call asks for the legacy reply (``return_objects=False``, one small dict per
     instance), so what is measured is the decision. The Selection-object reply of such a
-    call is 16 MB with alternates, and rpc/ still encodes it in one go (about 0.9 s on this
-    machine: ``encode_selections`` then ``wire.reply_body``); that is reported, not hidden
-    here.
+    call (17 MB with alternates) is encoded with loop turns too (``rpc.paced``); its loop gap
+    is checked in tests/unit/rpc/test_rpc_paced.py.
     """
     db, _ = tight_cloud
     spec = request_spec_primitive(

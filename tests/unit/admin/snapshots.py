@@ -31,7 +31,28 @@ def full_snapshot() -> dict[str, Any]:
                     "reconnects": 1,
                 },
             },
-            "placement": {"claims": 5, "claims_failed": 1, "claim_conflicts": 2, "errors": 3},
+            "placement": {
+                "claims": 5,
+                "claims_failed": 1,
+                "claim_conflicts": 2,
+                "errors": 3,
+                "overcommit_guard": {
+                    "confirmed": 40,
+                    "raced": 6,
+                    "backed_out": 4,
+                    "kept_after_race": 2,
+                    "foreign_over": 1,
+                    "unchecked": 3,
+                },
+                "pending_rollbacks": {
+                    "pending": 2,
+                    "oldest_age_s": 912.5,
+                    "done": 7,
+                    "dropped": 1,
+                    "journal": "/var/lib/asyncsched/pending-rollbacks.json",
+                    "last_error": "Placement unreachable",
+                },
+            },
             "hoststate": {
                 "api": db,
                 "cells": {

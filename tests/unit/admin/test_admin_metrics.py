@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from asyncsched.admin.metrics import build_registry
+from asyncsched.admin.metrics import SCALARS, build_registry
+from asyncsched.placement.overcommit import OvercommitGuard
+from asyncsched.placement.pending import Journal, PendingRollbacks
 
 from .snapshots import exercised_registry, full_snapshot
 
@@ -43,6 +45,13 @@ def test_counters_components_keep_are_read_at_scrape_time() -> None:
     assert value(got, "asyncsched_host_state_consecutive_failures", cell="cell2") == 6
     assert value(got, "asyncsched_placement_mirror_age_seconds") == 1.5
     assert value(got, "asyncsched_candidates_total", source="placement") == 4
+    assert value(got, "asyncsched_overcommit_guard_backed_out_total") == 4
+    assert value(got, "asyncsched_overcommit_guard_raced_total") == 6
+    assert value(got, "asyncsched_overcommit_guard_foreign_over_total") == 1
+    assert value(got, "asyncsched_placement_pending_rollbacks") == 2
+    assert value(got, "asyncsched_placement_pending_rollback_oldest_age_seconds") == 912.5
+    assert value(got, "asyncsched_placement_pending_rollbacks_done_total") == 7
+    assert value(got, "asyncsched_placement_pending_rollbacks_dropped_total") == 1
     # A later scrape sees the new values: nothing is cached.
     snap["components"]["rpc"]["stats"]["received"] = 12
     snap["state"] = "stopping"
@@ -90,3 +99,32 @@ def test_no_label_names_an_instance_host_or_request() -> None:
     labels = {k for _, lbl in samples(generate_latest(registry)) for k, _ in lbl}
     assert labels <= {"outcome", "phase", "method", "filter", "call", "status", "cell", "kind",
                       "source", "le"}  # fmt: skip
+
+
+def test_guard_off_and_nothing_pending_export_no_guard_series_and_no_age() -> None:
+    """The guard disabled (health None): no guard series at all, rather than zeros; no
+    rollback pending: the count is 0 and the age series is absent (nothing to be old)."""
+    snap = full_snapshot()
+    placement = snap["components"]["placement"]
+    placement["overcommit_guard"] = None
+    placement["pending_rollbacks"].update(pending=0, oldest_age_s=None)
+    registry, _ = build_registry(lambda: snap)
+    got = samples(generate_latest(registry))
+    names = {name for name, _ in got}
+    assert not any(n.startswith("asyncsched_overcommit_guard_") for n in names)
+    assert "asyncsched_placement_pending_rollback_oldest_age_seconds" not in names
+    assert value(got, "asyncsched_placement_pending_rollbacks") == 0
+    assert value(got, "asyncsched_placement_claims_total") == 5  # the rest of placement stays
+
+
+def test_every_number_the_guard_and_the_rollbacks_report_is_exported() -> None:
+    """The real ``health()`` of both: a counter added there and not here shows up."""
+    guard = OvercommitGuard(cast(Any, None), cast(Any, None)).health()
+    pending = PendingRollbacks(cast(Any, None), Journal(None)).health()
+    for path, health in (
+        ("placement.overcommit_guard", guard),
+        ("placement.pending_rollbacks", pending),
+    ):
+        numbers = {k for k, v in health.items() if isinstance(v, int | float) or v is None}
+        numbers -= {"journal", "last_error"}  # text, not numbers
+        assert numbers == {s.key for s in SCALARS[path]}, path

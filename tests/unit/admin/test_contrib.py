@@ -64,6 +64,7 @@ def test_every_alert_names_exported_metrics_and_is_complete() -> None:
         "AsyncschedCellStateStale",
         "AsyncschedPlacementErrors",
         "AsyncschedEventLoopLag",
+        "AsyncschedRollbacksPendingTooLong",
     } <= alerts
 
 
@@ -77,6 +78,8 @@ def test_the_dashboard_covers_what_operators_asked_for() -> None:
         "asyncsched_host_state_age_seconds",  # cache age
         "asyncsched_placement_mirror_age_seconds",  # mirror age
         "asyncsched_event_loop_lag_seconds_bucket",  # loop lag
+        "asyncsched_overcommit_guard_backed_out_total",  # overcommit guard
+        "asyncsched_placement_pending_rollback_oldest_age_seconds",  # rollbacks pending
     ):
         assert wanted in used, wanted
 

@@ -443,14 +443,14 @@ async def test_unserialisable_result_still_gets_a_reply(
     """A result the encoder refuses (e.g. nested past the recursion limit) -> a failure reply."""
     scheduler, events, journal = parts
     server = _server(scheduler, events, journal)
-    real = wire.reply_body
+    real = wire.dumps
 
-    def picky(msg_id: str, result: Any, failure: str | None, ending: bool) -> bytes:
-        if result is not None:
+    def picky(value: Any) -> str:
+        if value is not None:
             raise RecursionError("maximum recursion depth exceeded while encoding")
-        return real(msg_id, result, failure, ending)
+        return real(value)
 
-    monkeypatch.setattr(wire, "reply_body", picky)
+    monkeypatch.setattr(wire, "dumps", picky)
     inner = _call("deep")
     inner.update(method="ping", namespace="baseapi", version="1.1", args={"arg": 1})
     await _deliver(server, journal, _body(inner))

@@ -21,6 +21,7 @@ from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
+from tests.support.loop_gap import max_gap_while
 
 from .sched_fakes import FakeCache
 from .sched_helpers import NOW, config, host
@@ -77,30 +78,6 @@ def roomy_cloud(n: int) -> list[HostState]:
 def spec(num: int) -> RequestSpec:
     flavor = Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1.tiny")
     return RequestSpec(flavor=flavor, num_instances=num, project_id="p", user_id="u")
-
-
-async def max_gap_while(coro: Any) -> tuple[Any, float, int]:
-    """Run ``coro`` while a 1 ms ticker records the loop's longest gap and its tick count."""
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.005)
-    gaps.clear()
-    try:
-        result = await coro
-    finally:
-        done.set()
-        await task
-    return result, max(gaps), len(gaps)
 
 
 @pytest.mark.parametrize("with_uuids", [True, False], ids=["claims", "no-instance-uuids"])
