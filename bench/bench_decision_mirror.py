@@ -8,8 +8,10 @@ as the real one: accepted claims are pending until a "refresh" (every ``--refres
 makes a new state showing them.
 
 Two runs of the same sequence, each on a fresh cloud: ``before`` computes every request's
-candidates anew (the materialising path, kept as the reference); ``after`` reuses the state's
-answer patched with the pending claims. Both must choose the same hosts. CPU time
+candidates anew (the materialising path, kept as the reference) and sorts every host for the
+pick order (the eager ``Ordering.indices``, reproduced here); ``after`` reuses the state's
+answer patched with the pending claims and sorts the order a head at a time. Both must choose
+the same hosts. CPU time
 (``time.process_time``), not wall time: the machine is shared.
 
     .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000] [--boots 200]
@@ -22,9 +24,12 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
@@ -32,6 +37,7 @@ from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.scheduling.candidates.source import MIRROR, CandidateSource
+from asyncsched.scheduling.engine import Ordering
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from asyncsched.state.placement_mirror import Inventory, MirrorState, Provider
@@ -132,6 +138,25 @@ class AcceptAll:
         return None
 
 
+def eager_indices(self: Ordering) -> Iterable[int]:
+    """``Ordering.indices`` before the head-first order: every host sorted at once."""
+    order = self._order
+    if order is None:
+        order = np.argsort(-self.weights, kind="stable").tolist()
+    cur = self.cur.tolist()
+    return [cur[self.chosen]] + [cur[p] for p in order if p != self.chosen]
+
+
+@contextmanager
+def eager_order() -> Iterator[None]:
+    lazy = Ordering.indices
+    Ordering.indices = eager_indices  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Ordering.indices = lazy  # type: ignore[method-assign]
+
+
 async def run(n: int, boots: int, refresh: int, reuse: bool) -> tuple[float, list[str]]:
     """(CPU ms per boot, chosen host uuids) for ``boots`` one-instance boots."""
     hosts, aggs = make_cloud(n, random.Random(7))
@@ -160,7 +185,8 @@ async def main_async(sizes: list[int], boots: int, refresh: int) -> None:
         f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every {refresh})"
     )
     for n in sizes:
-        before, a = await run(n, boots, refresh, reuse=False)
+        with eager_order():
+            before, a = await run(n, boots, refresh, reuse=False)
         after, b = await run(n, boots, refresh, reuse=True)
         assert a == b, "the two paths chose different hosts"
         print(
