@@ -283,14 +283,54 @@ class Ordering:
         """Index into the request's base lists."""
         return int(self.cur[self.chosen])
 
-    def indices(self) -> list[int]:
-        """Base indices: chosen, then the others by descending weight (stable)."""
+    def indices(self) -> Iterable[int]:
+        """Base indices: chosen, then the others by descending weight (stable); may be
+        iterated again. Without a precomputed order, sorted a prefix at a time: a request
+        mostly takes its first host and a few alternates out of thousands."""
         order = self._order
         if order is None:
-            order = np.argsort(-self.weights, kind="stable").tolist()
-            self._order = order
+            return WeighedOrder(self.cur, self.weights, self.chosen)
         cur = self.cur.tolist()
         return [cur[self.chosen]] + [cur[p] for p in order if p != self.chosen]
+
+
+class WeighedOrder:
+    """:meth:`Ordering.indices` for a pick without a precomputed order. The head (every
+    position weighing at least the ``HEAD``-th best, ties included) is exactly the start of
+    the stable descending argsort; the rest is sorted only if iteration goes past it."""
+
+    HEAD = 64
+
+    def __init__(self, cur: IntArray, weights: FloatArray, chosen: int) -> None:
+        self._cur = cur.copy()  # the pick's view, whatever the request does next
+        self._neg = -weights  # a new array
+        self._chosen = chosen
+        self._head: list[int] | None = None
+        self._full: list[int] | None = None
+
+    def _positions(self, head: bool) -> list[int]:
+        neg = self._neg
+        if not head or len(neg) <= 2 * self.HEAD:
+            if self._full is None:
+                self._full = np.argsort(neg, kind="stable").tolist()
+            return self._full
+        if self._head is None:
+            kth = np.partition(neg, self.HEAD - 1)[self.HEAD - 1]
+            sel = np.flatnonzero(neg <= kth)
+            self._head = sel[np.argsort(neg[sel], kind="stable")].tolist()
+        return self._head
+
+    def __iter__(self) -> Iterator[int]:
+        cur, chosen = self._cur, self._chosen
+        yield int(cur[chosen])
+        head = self._positions(head=True)
+        for p in head:
+            if p != chosen:
+                yield int(cur[p])
+        if len(head) < len(self._neg):
+            for p in self._positions(head=False)[len(head) :]:
+                if p != chosen:
+                    yield int(cur[p])
 
 
 class DecisionEngine:

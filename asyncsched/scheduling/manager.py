@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import random
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from asyncsched.common.clock import utcnow
 from asyncsched.common.pacing import Pacer
@@ -51,6 +52,7 @@ from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 
 LOG = logging.getLogger(__name__)
+_UUID = operator.attrgetter("uuid")
 
 
 @dataclasses.dataclass(slots=True)
@@ -351,9 +353,14 @@ class SchedulerManager:
             LOG.debug("Got no allocation candidates from the Placement API.")
             raise NoValidHost(reason="")
         states = self._restrict_cell(spec, self.cache.get_by_uuids(cands.provider_summaries))
-        by_rp = cands.alloc_reqs_by_rp_uuid
+        # one C-level pass over the (often 10,000) hosts; a host without one gets []
+        got = list(map(cands.alloc_reqs_by_rp_uuid.get, map(_UUID, states)))
         empty: list[dict[str, Any]] = []
-        per_host = [by_rp.get(s.uuid, empty) for s in states]
+        per_host = (
+            [x if x is not None else empty for x in got]
+            if None in got
+            else cast(list[list[dict[str, Any]]], got)
+        )
         return engine.start(states, per_host), str(cands.version), True, spec
 
     @staticmethod

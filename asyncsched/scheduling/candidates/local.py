@@ -39,6 +39,8 @@ from asyncsched.state.placement_mirror import MirrorState, Provider
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
 #: request shapes (amounts per class) whose allocation requests are kept for reuse
 AREQ_SHAPES = 4
+#: answers (without this process's pending claims) kept per state, by query string
+ANSWERS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,12 @@ class LocalCandidates:
     provider's identity until Placement changes it), so a request over 10,000 hosts builds
     only what moved."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reuse_answers: bool = True) -> None:
+        self._reuse = reuse_answers
         self._columns: RootColumns | None = None
+        # the answer without pending claims, per query string, for self._answers_of only
+        self._answers_of: MirrorState | None = None
+        self._answers: dict[str, Candidates] = {}
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
@@ -102,6 +108,29 @@ class LocalCandidates:
         if isinstance(g, Fallback):
             return g
         pending = pending or {}
+        if self._reuse:
+            return self._reused(state, request, g, pending)
+        return self._compute(state, request, g, pending)
+
+    def _reused(
+        self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
+    ) -> Candidates:
+        """The state's answer for this query (computed once per state, with no pending claim),
+        patched with this process's pending claims: a request over 10,000 unchanged hosts
+        then costs what the pending claims touch, not a pass over every host."""
+        if self._answers_of is not state:
+            self._answers_of, self._answers = state, {}
+        key = request.to_querystring()
+        base = self._answers.get(key)
+        if base is None:
+            if len(self._answers) >= ANSWERS:
+                del self._answers[next(iter(self._answers))]
+            base = self._answers[key] = self._compute(state, request, g, {})
+        return with_pending(state, base, g, pending) if pending else base
+
+    def _compute(
+        self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
+    ) -> Candidates:
         wanted = tuple(sorted(g.resources.items()))
         cols = self.columns(state)
         mask = np.ones(len(cols), dtype=bool)
@@ -195,3 +224,40 @@ def summary(
         "parent_provider_uuid": parent,
         "root_provider_uuid": state.providers[p.root_id].uuid,
     }
+
+
+def with_pending(
+    state: MirrorState, base: Candidates, g: RequestGroup, pending: Pending
+) -> Candidates:
+    """``base`` (the answer with no pending claim) as :meth:`LocalCandidates.compute` answers
+    with ``pending``: an anchored root the pending amounts no longer fit is dropped with its
+    tree, and every shown provider with pending amounts gets a summary including them."""
+    by_rp, summaries = base.alloc_reqs_by_rp_uuid, base.provider_summaries
+    providers = state.providers
+    wanted = g.resources.items()
+    gone: list[str] = []
+    for uuid, mine in pending.items():
+        if uuid not in by_rp:
+            continue
+        p = providers[state.by_uuid[uuid]]
+        for rc, amount in wanted:
+            if not p.inventories[rc].fits(p.used.get(rc, 0) + mine.get(rc, 0), amount):
+                gone.append(uuid)
+                break
+    shown = [u for u in pending if u in summaries]
+    if not gone and not shown:
+        return base
+    areqs = base.allocation_requests
+    new_by_rp = dict(by_rp)
+    new_summaries = dict(summaries)
+    if gone:
+        dropped: set[int] = set()
+        for uuid in gone:
+            dropped.update(id(a) for a in new_by_rp.pop(uuid))
+            for rp_id in state.tree_of(state.by_uuid[uuid]):
+                new_summaries.pop(providers[rp_id].uuid, None)
+        areqs = [a for a in areqs if id(a) not in dropped]
+    for uuid in shown:
+        if uuid in new_summaries:
+            new_summaries[uuid] = summary(state, providers[state.by_uuid[uuid]], pending[uuid])
+    return Candidates(list(areqs), new_summaries, new_by_rp, base.version)

@@ -291,3 +291,39 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
             assert isinstance(a, Candidates) and isinstance(b, Candidates)
             assert a.allocation_requests == b.allocation_requests
             assert a.provider_summaries == b.provider_summaries
+
+
+def test_a_reused_answer_patched_with_pending_claims_equals_one_computed_anew() -> None:
+    """The per-state answer is kept and patched with this process's pending claims: for any
+    pending amounts (on roots that then no longer fit, on roots that still do, on nested
+    providers, on providers no candidate shows) it must equal the answer computed anew."""
+    import random
+
+    rng = random.Random(11)
+    c = Cloud()
+    for i in range(40):
+        c.compute(f"h{i:02d}", vcpu=rng.choice([2, 4, 8]), mem=rng.choice([1024, 4096]))
+        if i % 5 == 0:
+            c.add(f"h{i:02d}-gpu", {"CUSTOM_GPU": inv(2)}, parent=f"h{i:02d}")
+    uuids = [p.uuid for p in c.providers.values()]
+    state = c.state()
+    kept = LocalCandidates()
+    reqs = [request({"VCPU": 2, "MEMORY_MB": 512}), request({"VCPU": 1}, member_of=[])]
+    for _ in range(200):
+        pending = {
+            u: {rc: rng.randint(0, 6) for rc in rng.sample(["VCPU", "MEMORY_MB", "CUSTOM_GPU"], 2)}
+            for u in rng.sample(uuids, rng.randint(0, 8))
+        }
+        for req in reqs:
+            a = kept.compute(state, req, pending)
+            b = LocalCandidates(reuse_answers=False).compute(state, req, pending)
+            assert isinstance(a, Candidates) and isinstance(b, Candidates)
+            assert a.allocation_requests == b.allocation_requests
+            assert list(a.provider_summaries.items()) == list(b.provider_summaries.items())
+            assert list(a.alloc_reqs_by_rp_uuid.items()) == list(b.alloc_reqs_by_rp_uuid.items())
+    # the state's own answer is not changed by the patches made from it
+    clean = kept.compute(state, reqs[0])
+    fresh = LocalCandidates(reuse_answers=False).compute(state, reqs[0])
+    assert isinstance(clean, Candidates) and isinstance(fresh, Candidates)
+    assert list(clean.provider_summaries.items()) == list(fresh.provider_summaries.items())
+    assert clean.allocation_requests == fresh.allocation_requests

@@ -1,0 +1,208 @@
+"""CPU per one-instance ``select_destinations`` on the mirror path, in process.
+
+The daemon's per-request CPU bounds its boot rate (issue #10: 2 cores, 10,000 providers).
+This runs the real SchedulerManager over a synthetic cloud, candidates from a real
+:class:`CandidateSource` over a mirror state built from the same hosts; claims are accepted
+at once (Placement's own cost is measured by ``bench_candidates``). The mirror side behaves
+as the real one: accepted claims are pending until a "refresh" (every ``--refresh`` boots)
+makes a new state showing them.
+
+Two runs of the same sequence, each on a fresh cloud: ``before`` computes every request's
+candidates anew (the materialising path, kept as the reference) and sorts every host for the
+pick order (the eager ``Ordering.indices``, reproduced here); ``after`` reuses the state's
+answer patched with the pending claims and sorts the order a head at a time. Both must choose
+the same hosts. CPU time
+(``time.process_time``), not wall time: the machine is shared.
+
+    .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000] [--boots 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from asyncsched.conf.options import Config
+from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates import LocalCandidates
+from asyncsched.scheduling.candidates.source import MIRROR, CandidateSource
+from asyncsched.scheduling.engine import Ordering
+from asyncsched.scheduling.manager import SchedulerManager
+from asyncsched.state.host_state import HostState
+from asyncsched.state.placement_mirror import Inventory, MirrorState, Provider
+from bench.synthetic_cloud import NOW, make_cloud
+from tests.unit.scheduling.sched_fakes import FakeCache
+
+CLASSES = frozenset({"VCPU", "MEMORY_MB", "DISK_GB"})
+TRAITS = frozenset({"OWNER_NOVA", "COMPUTE_STATUS_DISABLED", "HW_CPU_X86_AVX"})
+CTX = RequestContext(request_id="req-bench", user_id="u", project_id="p")
+SPEC = RequestSpec(
+    flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1.tiny"),
+    num_instances=1,
+    project_id="p",
+    user_id="u",
+)
+
+
+def provider(i: int, h: HostState) -> Provider:
+    ram, disk = h.total_usable_ram_mb, h.total_usable_disk_gb
+    return Provider(
+        id=i,
+        uuid=h.uuid,
+        name=h.host,
+        generation=1,
+        root_id=i,
+        parent_id=None,
+        inventories={
+            "VCPU": Inventory(h.vcpus_total, 0, 1, h.vcpus_total, 1, 16.0),
+            "MEMORY_MB": Inventory(ram, 0, 1, ram, 1, 1.5),
+            "DISK_GB": Inventory(disk, 0, 1, disk, 1, 1.0),
+        },
+        traits=frozenset({"OWNER_NOVA", "HW_CPU_X86_AVX"}),
+        used={
+            "VCPU": h.vcpus_used,
+            "MEMORY_MB": ram - h.free_ram_mb,
+            "DISK_GB": disk - h.free_disk_mb // 1024,
+        },
+    )
+
+
+class Mirror:
+    """The PlacementMirror's serving side: a state, claims pending until the next refresh."""
+
+    def __init__(self, hosts: list[HostState]) -> None:
+        self.providers = {i: provider(i, h) for i, h in enumerate(hosts, 1)}
+        self.by_uuid = {p.uuid: i for i, p in self.providers.items()}
+        self.state = MirrorState.build(dict(self.providers), TRAITS, CLASSES)
+        self.pending: dict[str, Mapping[str, Any]] = {}
+
+    def serving(self) -> tuple[MirrorState | None, str]:
+        return self.state, ""
+
+    def pending_usage(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for areq in self.pending.values():
+            for rp, a in areq["allocations"].items():
+                mine = out.setdefault(rp, {})
+                for rc, n in a["resources"].items():
+                    mine[rc] = mine.get(rc, 0) + n
+        return out
+
+    def note_claimed(self, consumer: str, allocation_request: Mapping[str, Any]) -> None:
+        self.pending[consumer] = allocation_request
+
+    def note_released(self, consumers: Iterable[str]) -> None:
+        for c in consumers:
+            self.pending.pop(c, None)
+
+    def refresh_soon(self) -> None:
+        return None
+
+    def refresh(self) -> None:
+        """A new state with the pending claims in the providers' usage (new values for those
+        providers only, as the real refresh makes them)."""
+        for rp, mine in self.pending_usage().items():
+            i = self.by_uuid[rp]
+            p = self.providers[i]
+            used = dict(p.used)
+            for rc, n in mine.items():
+                used[rc] = used.get(rc, 0) + n
+            self.providers[i] = replace(p, used=used)
+        self.pending.clear()
+        self.state = MirrorState.build(dict(self.providers), TRAITS, CLASSES)
+
+
+class AcceptAll:
+    """Placement's claim side, accepting every claim (its cost is not what is measured)."""
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        raise AssertionError("the mirror must answer every request here")
+
+    async def claim(
+        self, consumer_uuid: str, allocation_request: Mapping[str, Any], **kw: Any
+    ) -> bool:
+        return True
+
+    async def rollback(self, consumer_uuids: Iterable[str]) -> None:
+        return None
+
+
+def eager_indices(self: Ordering) -> Iterable[int]:
+    """``Ordering.indices`` before the head-first order: every host sorted at once."""
+    order = self._order
+    if order is None:
+        order = np.argsort(-self.weights, kind="stable").tolist()
+    cur = self.cur.tolist()
+    return [cur[self.chosen]] + [cur[p] for p in order if p != self.chosen]
+
+
+@contextmanager
+def eager_order() -> Iterator[None]:
+    lazy = Ordering.indices
+    Ordering.indices = eager_indices  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Ordering.indices = lazy  # type: ignore[method-assign]
+
+
+async def run(n: int, boots: int, refresh: int, reuse: bool) -> tuple[float, list[str]]:
+    """(CPU ms per boot, chosen host uuids) for ``boots`` one-instance boots."""
+    hosts, aggs = make_cloud(n, random.Random(7))
+    mirror = Mirror(hosts)
+    source = CandidateSource(AcceptAll(), mirror)  # type: ignore[arg-type]
+    source._local = LocalCandidates(reuse_answers=reuse)
+    mgr = SchedulerManager(Config(), FakeCache(hosts, aggs), source, clock=lambda: NOW)
+    rng = random.Random(3)
+    chosen: list[str] = []
+    cpu = 0.0
+    for i in range(boots + 5):
+        if i and i % refresh == 0:
+            mirror.refresh()  # the mirror's background task: not on the request path
+        instance = str(uuid.UUID(int=rng.getrandbits(128)))
+        t0 = time.process_time()
+        got = await mgr.select_destinations(CTX, SPEC, [instance], True, True)
+        if i >= 5:  # the first boots build the columns and caches
+            cpu += time.process_time() - t0
+            chosen.append(got[0][0].compute_node_uuid)
+    assert source.paths[MIRROR] == boots + 5, source.paths
+    return cpu * 1000.0 / boots, chosen
+
+
+async def main_async(sizes: list[int], boots: int, refresh: int) -> None:
+    print(
+        f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every {refresh})"
+    )
+    for n in sizes:
+        with eager_order():
+            before, a = await run(n, boots, refresh, reuse=False)
+        after, b = await run(n, boots, refresh, reuse=True)
+        assert a == b, "the two paths chose different hosts"
+        print(
+            f"  {n:>6} hosts: before {before:6.2f} ms  after {after:6.2f} ms  "
+            f"({before / after:.1f}x, same {len(a)} choices)"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--hosts", default="1000,10000")
+    ap.add_argument("--boots", type=int, default=200)
+    ap.add_argument("--refresh", type=int, default=20, help="boots between mirror refreshes")
+    args = ap.parse_args(argv)
+    asyncio.run(main_async([int(x) for x in args.hosts.split(",")], args.boots, args.refresh))
+
+
+if __name__ == "__main__":
+    main()
