@@ -235,6 +235,10 @@ async def test_pings_are_answered_while_a_5000_instance_call_is_decided(
             caller.close()
             pinger.close()
     assert len(reply) == BIG
-    assert took > 0.5, f"{took:.2f} s: too quick to say anything about stalls"
+    assert took > 0.1, f"{took:.2f} s: too quick to say anything about stalls"
     assert len(rtts) >= took / 0.5, (len(rtts), took)
-    assert max(rtts) < 0.5, f"a ping waited {max(rtts):.2f} s during a {took:.2f} s call"
+    # A decision that kept the loop would make the ping sent as it starts wait about the whole
+    # call; one that gives the loop turns keeps every ping a small fraction of it, however fast
+    # or loaded the machine is.
+    limit = max(0.5 * took, 0.05)
+    assert max(rtts) < limit, f"a ping waited {max(rtts):.2f} s during a {took:.2f} s call"
