@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -28,102 +25,18 @@ from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
 from tests.support.cloud import config_file_text, daemon_config, decode_reply
-from tests.support.notify_listener import NotifyListener
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     request_spec_primitive,
 )
+from tests.support.placement_relay import Relay
+from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
-ROOT = Path(__file__).resolve().parents[3]
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
 AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
-
-
-class Relay:
-    """A TCP relay to Placement that can delay every response chunk by ``delay`` seconds and
-    tells when a GET /allocation_candidates passed (the daemon is then inside a call)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.delay = 0.0
-        self.candidates_seen = asyncio.Event()
-        self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.Task[Any]] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._conns):
-            task.cancel()
-        await asyncio.gather(*self._conns, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.close()
-            self._conns.discard(task)
-            return
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
-            try:
-                while data := await src.read(65536):
-                    if not down and b"/allocation_candidates" in data:
-                        self.candidates_seen.set()
-                    if down and self.delay:
-                        await asyncio.sleep(self.delay)
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
-        try:
-            await asyncio.gather(pump(reader, up_w, False), pump(up_r, writer, True))
-        finally:
-            self._conns.discard(task)
-
-
-class Daemon:
-    """``asyncsched serve`` in a subprocess with a notify socket, stderr kept in a file."""
-
-    def __init__(self, conf: Path, log: Path) -> None:
-        self.conf = conf
-        self.log = log
-        self.listener = NotifyListener()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
-        with open(self.log, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.listener.close()
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -142,7 +55,7 @@ async def serve(
     relay: Relay,
     module_amqp_url: str,
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[Daemon]:
+) -> AsyncIterator[ServeProcess]:
     tmp = tmp_path_factory.mktemp("serve")
     config = daemon_config(
         transport_url=module_amqp_url,
@@ -162,7 +75,7 @@ async def serve(
     )
     conf = tmp / "asyncsched.conf"
     conf.write_text(config_file_text(config))
-    daemon = Daemon(conf, tmp / "stderr.log")
+    daemon = ServeProcess(conf, tmp / "stderr.log")
     daemon.start()
     try:
         ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
@@ -203,7 +116,7 @@ def spec(n: int, **kw: Any) -> dict[str, Any]:
     )
 
 
-async def test_serve_health_file_reports_components_and_cache(serve: Daemon) -> None:
+async def test_serve_health_file_reports_components_and_cache(serve: ServeProcess) -> None:
     path = serve.conf.parent / "health.json"
     health = None
     for _ in range(100):  # written right after READY
@@ -223,7 +136,7 @@ async def test_serve_health_file_reports_components_and_cache(serve: Daemon) -> 
 
 @pytest.mark.parametrize("count", [1, 10])
 async def test_serve_boots(
-    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient, count: int
+    serve: ServeProcess, seeded: SeededStack, client: OsloSchedulerClient, count: int
 ) -> None:
     uuids = [str(uuid.uuid4()) for _ in range(count)]
     reply = await asyncio.to_thread(client.select_destinations, spec(count), uuids)
@@ -233,7 +146,7 @@ async def test_serve_boots(
 
 
 async def test_sighup_reloads_the_filters_of_the_running_daemon(
-    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient
+    serve: ServeProcess, seeded: SeededStack, client: OsloSchedulerClient
 ) -> None:
     """systemctl reload: the config file loses SameHostFilter, SIGHUP, and a request that
     filter refused is scheduled by the same process."""
@@ -257,7 +170,7 @@ async def test_sighup_reloads_the_filters_of_the_running_daemon(
 
 
 async def test_sigterm_while_a_100_instance_batch_is_in_flight_still_answers_it(
-    serve: Daemon, seeded: SeededStack, relay: Relay, client: OsloSchedulerClient
+    serve: ServeProcess, seeded: SeededStack, relay: Relay, client: OsloSchedulerClient
 ) -> None:
     assert serve.proc is not None
     uuids = [str(uuid.uuid4()) for _ in range(100)]
