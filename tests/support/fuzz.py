@@ -5,7 +5,8 @@ The seeds are what nova 34 really published (``shared/reference/samples``): the 
 own cloud's AZ so some mutants still get scheduled. A mutation replaces, deletes, stringifies
 or adds a value anywhere in the decoded oslo message, or breaks the envelope itself. ``Wire``
 publishes raw bytes with aio-pika (oslo's client cannot send what oslo would refuse to build)
-and collects the replies by ``_msg_id`` from a reply queue of its own.
+and collects the replies by ``_msg_id`` from a reply queue of its own, in the background, so
+a run keeps many calls in flight instead of waiting batch by batch.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import copy
 import json
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,10 @@ def build(
     message["_unique_id"] = uuid.uuid4().hex
     if not cast:
         message["_msg_id"], message["_reply_q"] = msg_id, reply_q
+    args = message.get("args")
+    if isinstance(args, dict) and isinstance(args.get("instance_uuids"), list):
+        # New instances every time, as nova sends them: no mutant trips on another's claim.
+        args["instance_uuids"] = [str(uuid.uuid4()) for _ in args["instance_uuids"]]
     for m in muts:
         message = apply(message, m)
     answerable = (
@@ -166,8 +171,12 @@ class Wire:
         self._url = amqp_url
         self._exchange_name = exchange
         self.reply_q = f"reply_{uuid.uuid4().hex}"
-        self.replies: dict[str, dict[str, Any]] = {}
-        self._waiters: dict[str, Future[dict[str, Any]]] = {}
+        #: answerable calls published and not answered yet: msg_id -> body (to reproduce)
+        self.pending: dict[str, bytes] = {}
+        self.expected = 0
+        self.answered: Counter[str] = Counter()  # result / failure
+        self.unexpected = 0
+        self._lock = threading.Condition()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._conn: Any = None
@@ -199,27 +208,30 @@ class Wire:
         except (ValueError, KeyError, TypeError):
             return  # not a reply of ours to count
         if reply.get("ending") or reply.get("failure"):
-            msg_id = reply.get("_msg_id")
-            self.replies[msg_id] = reply
-            waiter = self._waiters.pop(msg_id, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(reply)
+            with self._lock:
+                msg_id = str(reply.get("_msg_id"))
+                if msg_id in self.pending:
+                    del self.pending[msg_id]
+                    self.answered["failure" if reply.get("failure") else "result"] += 1
+                else:
+                    self.unexpected += 1  # a second answer, or one for nobody
+                self._lock.notify_all()
 
-    async def _send(self, mutants: Sequence[Mutant], wait_s: float) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        futs: dict[str, asyncio.Future[Any]] = {}
+    async def _publish(self, mutants: Sequence[Mutant]) -> None:
         for m in mutants:
             if m.msg_id is not None:
-                fut: Future[dict[str, Any]] = Future()
-                self._waiters[m.msg_id] = fut
-                futs[m.msg_id] = asyncio.wrap_future(fut, loop=loop)
+                with self._lock:
+                    self.pending[m.msg_id] = m.body
+                    self.expected += 1
             target, key = (self._fanout, "") if m.cast else (self._calls, "scheduler")
             await target.publish(aio_pika.Message(m.body), routing_key=key)
-        if futs:
-            await asyncio.wait(futs.values(), timeout=wait_s)
-        return {k: f.result() for k, f in futs.items() if f.done()}
 
-    def send(self, mutants: Sequence[Mutant], timeout: float = 30.0) -> dict[str, Any]:
-        """Publish every mutant; the replies (msg_id -> final reply) that came within timeout."""
-        result: dict[str, Any] = self._run(self._send(mutants, timeout), timeout + 30)
-        return result
+    def publish(self, mutants: Sequence[Mutant]) -> None:
+        """Publish every mutant; replies are collected in the background."""
+        self._run(self._publish(mutants))
+
+    def wait_below(self, limit: int, timeout: float) -> int:
+        """Block until at most ``limit`` calls are outstanding (or ``timeout``): how many are."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self.pending) <= limit, timeout)
+            return len(self.pending)

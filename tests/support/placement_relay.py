@@ -1,7 +1,8 @@
 """A loopback TCP relay to Placement that can hold every response back (tests).
 
 With ``delay`` set, each response chunk waits that long, so a batch stays in flight long
-enough for a test to signal, kill or cut something mid-call; ``candidates_seen`` tells when a
+enough for a test to signal, kill or cut something mid-call (``flowing`` cleared holds them
+all until it is set again); ``candidates_seen`` tells when a
 GET /allocation_candidates passed (the daemon is then inside a call).
 """
 
@@ -19,6 +20,8 @@ class Relay:
         self.upstream_port = upstream_port
         self.delay = 0.0
         self.candidates_seen = asyncio.Event()
+        self.flowing = asyncio.Event()  # cleared: responses are held until set again
+        self.flowing.set()
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[Any]] = set()
         self.port = 0
@@ -50,6 +53,8 @@ class Relay:
                 while data := await src.read(65536):
                     if not down and b"/allocation_candidates" in data:
                         self.candidates_seen.set()
+                    if down:
+                        await self.flowing.wait()
                     if down and self.delay:
                         await asyncio.sleep(self.delay)
                     dst.write(data)

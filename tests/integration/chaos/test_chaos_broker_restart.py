@@ -64,12 +64,13 @@ async def test_broker_restart_with_calls_in_flight(stack: ChaosStack, mode: str)
             url, timeout=CALL_TIMEOUT, call_monitor_timeout=None, rabbit_options=rabbit_opts
         )
         try:
-            assert (await asyncio.to_thread(boot, client, 1)).kind == "ok"  # warm, queues up
+            warm = await asyncio.to_thread(boot, client, 1)  # queues up, daemon answering
+            assert warm.kind == "ok", warm
             with ThreadPoolExecutor(max_workers=CALLS) as pool:
                 futures = [pool.submit(boot, client, 1) for _ in range(CALLS)]
                 # Cut while calls are in flight: the first answers are back, most are not.
                 await first_answers(futures, 3)
-                before = sum(f.done() for f in futures)
+                answered_early = sum(f.done() for f in futures)
                 t_stop = time.monotonic()
                 await asyncio.to_thread(rabbit.stop_app)
                 await asyncio.sleep(1.0)
@@ -88,12 +89,12 @@ async def test_broker_restart_with_calls_in_flight(stack: ChaosStack, mode: str)
     got = kinds(outcomes)
     figure(
         f"broker restart [{mode}]",
-        f"{CALLS} calls, {before} answered before stop_app; outcomes {got}; "
+        f"{CALLS} calls, {answered_early} answered before stop_app; outcomes {got}; "
         f"outage {t_up - t_stop:.1f} s; all settled {t_end - t_up:.1f} s after start_app; "
         f"{latency_line(outcomes)}",
     )
     assert after.kind == "ok", (after, stderr[-4000:])
-    problems = found.check([*outcomes, after], before)
+    problems = found.check([warm, *outcomes, after], before)
     lost = {u for o in outcomes if o.kind != "ok" for u in o.uuids}
     # Never: a doubled claim, a provider over capacity, an answer Placement does not hold.
     assert not [p for p in problems if not p.startswith("leaked")], problems

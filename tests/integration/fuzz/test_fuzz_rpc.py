@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 
 import pytest
 import pytest_asyncio
@@ -27,7 +25,7 @@ from hypothesis import strategies as st
 
 from tests.support import broker
 from tests.support.chaos import ChaosStack, PingProbe, boot_spec, roomy_hosts
-from tests.support.fuzz import ENVELOPE_BREAKS, Wire, build, mutations, seeds
+from tests.support.fuzz import ENVELOPE_BREAKS, Mutation, Wire, build, mutations, seeds
 from tests.support.oslo_caller import nova_context
 from tests.support.serve_process import ServeProcess
 
@@ -35,16 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 EXAMPLES = int(os.environ.get("ASYNCSCHED_FUZZ_EXAMPLES", "300"))
 BATCH = 8
+WINDOW = 48
 STALL_LIMIT = 1.0
 RSS_GROWTH_LIMIT_KB = 64 * 1024
-
-
-@dataclass
-class Tally:
-    sent: int = 0
-    expected: int = 0
-    answered: Counter[str] = field(default_factory=Counter)
-    missing: list[bytes] = field(default_factory=list)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -81,7 +72,7 @@ def test_fuzzed_calls_and_casts_are_survived_and_answered(
     daemon: ServeProcess, module_amqp_url: str, module_vhost: str
 ) -> None:
     calls, casts = seeds(own_call())
-    tally = Tally()
+    sent = 0
     with (
         Wire(module_amqp_url.replace("rabbit://", "amqp://")) as wire,
         PingProbe(module_amqp_url) as probe,
@@ -106,31 +97,25 @@ def test_fuzzed_calls_and_casts_are_survived_and_answered(
                 max_size=BATCH,
             )
         )
-        def one_batch(batch: list[tuple[bool, int, list[object], str | None]]) -> None:
-            nonlocal rss_start
+        def one_batch(batch: list[tuple[bool, int, list[Mutation], str | None]]) -> None:
+            nonlocal rss_start, sent
             mutants = []
             for is_cast, which, muts, envelope in batch:
                 cast = is_cast and which % 4 == 0  # about one in eight is a cast
                 seed = casts[which % len(casts)] if cast else calls[which % len(calls)]
-                mutants.append(build(seed, muts, wire.reply_q, envelope, cast))  # type: ignore[arg-type]
-            replies = wire.send(mutants, timeout=60)
-            tally.sent += len(mutants)
-            for m in mutants:
-                if m.msg_id is None:
-                    continue
-                tally.expected += 1
-                reply = replies.get(m.msg_id)
-                if reply is None:
-                    tally.missing.append(m.body[:2000])
-                else:
-                    failure = reply.get("failure")
-                    tally.answered["failure" if failure else "result"] += 1
+                mutants.append(build(seed, muts, wire.reply_q, envelope, cast))
+            wire.publish(mutants)
+            sent += len(mutants)
+            # Keep the daemon busy, not flooded: at most WINDOW answerable calls in flight.
+            left = wire.wait_below(WINDOW, timeout=60)
+            assert left <= WINDOW, f"{left} calls unanswered for 60 s"
             if not rss_start:
                 rss_start = daemon.rss_kb()
             assert daemon.alive(), daemon.stderr()[-4000:]
 
         t0 = time.monotonic()
         one_batch()
+        missing = wire.wait_below(0, timeout=120)
         took = time.monotonic() - t0
         rss_end = daemon.rss_kb()
     queues = {
@@ -140,14 +125,15 @@ def test_fuzzed_calls_and_casts_are_survived_and_answered(
         )
     }
     print(
-        f"FIGURE fuzz: {EXAMPLES} examples, {tally.sent} messages ({tally.expected} answerable "
-        f"calls) in {took:.0f} s: answered {dict(tally.answered)}, {len(tally.missing)} "
-        f"unanswered; loop probe {probe.summary()}; RSS {rss_start // 1024} -> "
-        f"{rss_end // 1024} MiB",
+        f"FIGURE fuzz: {EXAMPLES} examples, {sent} messages ({wire.expected} answerable "
+        f"calls) in {took:.0f} s: answered {dict(wire.answered)}, {missing} unanswered, "
+        f"{wire.unexpected} unexpected replies; loop probe {probe.summary()}; "
+        f"RSS {rss_start // 1024} -> {rss_end // 1024} MiB",
         flush=True,
     )
     assert daemon.alive(), daemon.stderr()[-4000:]
-    assert tally.missing == [], tally.missing[:3]
+    assert missing == 0, list(wire.pending.values())[:3]
+    assert wire.unexpected == 0
     assert queues["scheduler"]["messages"] == 0, queues["scheduler"]
     assert probe.failures == [], probe.failures[:3]
     assert probe.worst < STALL_LIMIT, probe.summary()
