@@ -100,7 +100,6 @@ async def test_broker_restart_with_calls_in_flight(stack: ChaosStack, mode: str)
     assert not [p for p in problems if not p.startswith("leaked")], problems
     # A claim whose reply the broker lost is held only by instances whose call failed.
     assert {u for p in problems if p.startswith("leaked") for u in [p.split()[1]]} <= lost
-    assert "Traceback" not in stderr, stderr[-4000:]
     if mode != "transient":
         assert got == {"ok": CALLS}, [o for o in outcomes if o.kind != "ok"][:5]
         assert problems == []

@@ -29,7 +29,7 @@ from tests.support.fuzz import ENVELOPE_BREAKS, Mutation, Wire, build, mutations
 from tests.support.oslo_caller import nova_context
 from tests.support.serve_process import ServeProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = pytest.mark.integration
 
 EXAMPLES = int(os.environ.get("ASYNCSCHED_FUZZ_EXAMPLES", "300"))
 BATCH = 8
