@@ -183,49 +183,51 @@ def percentiles(values: Sequence[float], points: Sequence[int] = (50, 95, 99)) -
 # --- a daemon's loop, seen from outside -------------------------------------------------------
 
 
-class PingProbe:
-    """Pings the daemons through the broker every ``interval`` s on a thread of its own.
+class HealthBeat:
+    """The daemon's own heartbeat: it rewrites its health file every ``interval`` seconds
+    from its event loop, so a gap between two writes longer than ``interval`` is time the loop
+    could not run. A thread watches the file's mtime every 10 ms; ``worst_lag`` is the longest
+    gap minus the interval (configure ``refresh_interval`` = ``interval`` on the daemon)."""
 
-    A baseapi ping is answered on the daemon's event loop, so its round trip bounds how long
-    that loop was blocked (plus broker latency): the largest round trip is the stall figure.
-    """
-
-    def __init__(self, url: str, interval: float = 0.1, timeout: float = 30.0) -> None:
-        self._client = OsloSchedulerClient(url, timeout=timeout, call_monitor_timeout=None)
-        self._interval = interval
+    def __init__(self, path: Path, interval: float) -> None:
+        self._path = path
+        self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.rtts: list[float] = []
-        self.failures: list[str] = []
+        self.gaps: list[float] = []
 
-    def __enter__(self) -> PingProbe:
+    def __enter__(self) -> HealthBeat:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(60)
-        self._client.close()
+        self._thread.join(10)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            t0 = time.monotonic()
+        last: int | None = None
+        while not self._stop.wait(0.01):
             try:
-                self._client.ping("probe")
-                self.rtts.append(time.monotonic() - t0)
-            except Exception as exc:  # counted, the probe goes on
-                self.failures.append(f"{type(exc).__name__}: {exc}"[:200])
-            self._stop.wait(self._interval)
+                mtime = self._path.stat().st_mtime_ns
+            except FileNotFoundError:
+                continue
+            if last is not None and mtime != last:
+                self.gaps.append((mtime - last) / 1e9)
+            last = mtime
 
     @property
-    def worst(self) -> float:
-        return max(self.rtts, default=0.0)
+    def lags(self) -> list[float]:
+        return [max(0.0, g - self.interval) for g in self.gaps]
+
+    @property
+    def worst_lag(self) -> float:
+        return max(self.lags, default=0.0)
 
     def summary(self) -> str:
-        p = percentiles(self.rtts)
+        p = percentiles(self.lags)
         return (
-            f"{len(self.rtts)} pings, p50 {p[50] * 1000:.0f} ms, p99 {p[99] * 1000:.0f} ms, "
-            f"max {self.worst * 1000:.0f} ms, {len(self.failures)} failed"
+            f"{len(self.gaps)} health writes every {self.interval:g} s; loop lag p50 "
+            f"{p[50] * 1000:.0f} ms, p99 {p[99] * 1000:.0f} ms, max {self.worst_lag * 1000:.0f} ms"
         )
 
 

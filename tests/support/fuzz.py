@@ -175,7 +175,9 @@ class Wire:
         self.pending: dict[str, bytes] = {}
         self.expected = 0
         self.answered: Counter[str] = Counter()  # result / failure
-        self.unexpected = 0
+        self.done: set[str] = set()
+        self.duplicates = 0  # a second final reply to one of our calls
+        self.others = 0  # a reply to an id we did not send (the mutant changed _msg_id)
         self._lock = threading.Condition()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -212,9 +214,12 @@ class Wire:
                 msg_id = str(reply.get("_msg_id"))
                 if msg_id in self.pending:
                     del self.pending[msg_id]
+                    self.done.add(msg_id)
                     self.answered["failure" if reply.get("failure") else "result"] += 1
+                elif msg_id in self.done:
+                    self.duplicates += 1
                 else:
-                    self.unexpected += 1  # a second answer, or one for nobody
+                    self.others += 1
                 self._lock.notify_all()
 
     async def _publish(self, mutants: Sequence[Mutant]) -> None:
