@@ -20,6 +20,7 @@ class Relay:
         self.upstream_port = upstream_port
         self.delay = 0.0
         self.candidates_seen = asyncio.Event()
+        self.claim_seen = asyncio.Event()  # a PUT /allocations/ went up to Placement
         self.flowing = asyncio.Event()  # cleared: responses are held until set again
         self.flowing.set()
         self._server: asyncio.Server | None = None
@@ -53,6 +54,8 @@ class Relay:
                 while data := await src.read(65536):
                     if not down and b"/allocation_candidates" in data:
                         self.candidates_seen.set()
+                    if not down and b"PUT /allocations/" in data:
+                        self.claim_seen.set()
                     if down:
                         await self.flowing.wait()
                     if down and self.delay:

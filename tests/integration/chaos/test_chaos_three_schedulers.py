@@ -67,10 +67,12 @@ async def test_sigkill_one_of_three_mid_batch(roomy: ChaosStack, amqp_url: str) 
                 "list_queues", broker_vhost(amqp_url), "name", "messages_unacknowledged"
             )
             held = {q["name"]: q for q in rows}["scheduler"]["messages_unacknowledged"]
-            # Let the victim get some way into its claims (some reach Placement), then kill.
+            # Let the victim's claims start (one is in Placement, its answer maybe not back
+            # yet), then kill: the redelivered calls meet what the dead process claimed.
             relay.delay = 0.05
             relay.flowing.set()
-            await asyncio.sleep(0.5)
+            await asyncio.wait_for(relay.claim_seen.wait(), 60)
+            await asyncio.sleep(0.2)
             t_kill = time.monotonic()
             victim.kill()
             outcomes: list[Outcome] = [f.result(timeout=300) for f in futures]
