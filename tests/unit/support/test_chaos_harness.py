@@ -13,12 +13,12 @@ OK = Outcome(("i1", "i2"), "ok", 0.1, hosts=("rp-a", "rp-b"))
 FAILED = Outcome(("i3",), "timeout", 60.0)
 
 
-def audit(consumers: dict[str, set[str]], **kw: object) -> Audit:
-    return Audit(
-        {c: frozenset(r) for c, r in consumers.items()},
-        kw.get("over", {}),  # type: ignore[arg-type]
-        frozenset(kw.get("doubled", ())),  # type: ignore[arg-type]
-    )
+def audit(
+    consumers: dict[str, set[str]],
+    over: dict[str, dict[str, tuple[int, int]]] | None = None,
+    doubled: frozenset[str] = frozenset(),
+) -> Audit:
+    return Audit({c: frozenset(r) for c, r in consumers.items()}, over or {}, doubled)
 
 
 def test_audit_accepts_exactly_what_was_answered() -> None:
@@ -29,7 +29,7 @@ def test_audit_reports_leaks_doubles_mismatches_and_over_capacity() -> None:
     found = audit(
         {"i1": {"rp-a", "rp-c"}, "i3": {"rp-a"}},
         over={"rp-a": {"MEMORY_MB": (9000, 8192)}},
-        doubled={"i1"},
+        doubled=frozenset({"i1"}),
     )
     problems = found.check([OK, FAILED])
     assert any(p.startswith("over capacity: rp-a") for p in problems)
