@@ -105,16 +105,18 @@ HOSTS, PER_HOST = size(6, 12), 4
 CAPACITY = HOSTS * PER_HOST
 
 
-def tight_jobs(client: OsloSchedulerClient) -> list[Callable[[], Outcome]]:
+def tight_jobs(client: OsloSchedulerClient, capacity: int) -> list[Callable[[], Outcome]]:
     """2N instances: half as single boots, half as multi-creates of 4."""
-    singles: list[Callable[[], Outcome]] = [lambda: boot(client, 1)] * CAPACITY
-    multis: list[Callable[[], Outcome]] = [lambda: boot(client, 4)] * (CAPACITY // 4)
+    singles: list[Callable[[], Outcome]] = [lambda: boot(client, 1)] * capacity
+    multis: list[Callable[[], Outcome]] = [lambda: boot(client, 4)] * (capacity // 4)
     jobs = [j for pair in zip(singles[: len(multis)], multis, strict=True) for j in pair]
     return jobs + singles[len(multis) :]
 
 
-async def run_tight(amqp_url: str, guard: bool) -> tuple[list[Outcome], list[str], float]:
-    async with ChaosStack(tight_hosts(HOSTS, PER_HOST), placement_workers=4) as stack:
+async def run_tight(
+    amqp_url: str, guard: bool, hosts: int = HOSTS, per_host: int = PER_HOST
+) -> tuple[list[Outcome], list[str], float]:
+    async with ChaosStack(tight_hosts(hosts, per_host), placement_workers=4) as stack:
         extra = {} if guard else {"overcommit_guard": "false"}
         for _ in range(3):
             stack.daemon(amqp_url, ready=False, extra=extra)
@@ -123,7 +125,7 @@ async def run_tight(amqp_url: str, guard: bool) -> tuple[list[Outcome], list[str
         client = OsloSchedulerClient(amqp_url, timeout=180.0, call_monitor_timeout=None)
         t0 = time.monotonic()
         try:
-            outcomes = await asyncio.to_thread(run_calls, tight_jobs(client))
+            outcomes = await asyncio.to_thread(run_calls, tight_jobs(client, hosts * per_host))
         finally:
             client.close()
         took = time.monotonic() - t0
@@ -151,11 +153,12 @@ async def test_tight_cloud_three_schedulers_never_overcommit(amqp_url: str) -> N
 
 @pytest.mark.skipif(not BIG, reason="the race needs the big size to show reliably: make chaos")
 async def test_tight_cloud_without_the_guard_shows_the_race(amqp_url: str) -> None:
-    outcomes, problems, took = await run_tight(amqp_url, guard=False)
+    """Two hosts, so all three schedulers contend for the same last slots."""
+    outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=2, per_host=8)
     over = [p for p in problems if p.startswith("over capacity")]
     figure(
         "tight cloud, guard off",
-        f"capacity {CAPACITY}: outcomes {kinds(outcomes)}, {len(over)} providers over capacity, "
-        f"{took:.1f} s",
+        f"capacity 16 on 2 hosts, 32 instances: outcomes {kinds(outcomes)}, {len(over)} "
+        f"providers over capacity, {took:.1f} s",
     )
     assert over, "no provider over capacity without the guard: the race did not show"
