@@ -27,15 +27,8 @@ from typing import Any
 
 from asyncsched.conf.options import PlacementOptions
 from asyncsched.objects.models import Selection
-from tests.support.cloud import (
-    AggregatePlan,
-    Cloud,
-    HostPlan,
-    config_file_text,
-    daemon_config,
-    decode_reply,
-    seed_cloud,
-)
+from tests.support import cloud as seeding
+from tests.support.cloud import AggregatePlan, Cloud, HostPlan
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.support.placement_server import PlacementServer
@@ -108,7 +101,7 @@ def boot(client: OsloSchedulerClient, n: int, az: str = "az1", **call: Any) -> O
     except Exception as exc:  # every failure is an outcome to count, not a test crash
         kind, detail = classify(exc)
         return Outcome(uuids, kind, time.monotonic() - t0, detail=detail, started=t0)
-    sels: list[list[Selection]] = decode_reply(reply)
+    sels: list[list[Selection]] = seeding.decode_reply(reply)
     hosts = tuple(str(s[0].compute_node_uuid) for s in sels)
     return Outcome(uuids, "ok", time.monotonic() - t0, hosts=hosts, started=t0)
 
@@ -319,7 +312,7 @@ class ChaosStack:
             await asyncio.to_thread(self.placement.start)
             await self.db.create(n_cells=2)
             async with self.placement.seeder() as seeder:
-                self.cloud = await seed_cloud(
+                self.cloud = await seeding.seed_cloud(
                     self.db, seeder, self.hosts, [AggregatePlan(self.az, availability_zone=self.az)]
                 )
         except BaseException:
@@ -358,7 +351,7 @@ class ChaosStack:
         asyncsched.setdefault("refresh_interval", 3600.0)
         asyncsched.setdefault("full_resync_interval", 3600.0)
         asyncsched.setdefault("health_file", str(work / "health.json"))
-        config = daemon_config(
+        config = seeding.daemon_config(
             transport_url=transport_url,
             api_url=self.db.api_url,
             placement=dataclasses.replace(
@@ -370,7 +363,7 @@ class ChaosStack:
             scheduler_host=name,
             **asyncsched,
         )
-        text = config_file_text(config)
+        text = seeding.config_file_text(config)
         text += "".join(f"{k} = {v}\n" for k, v in (extra or {}).items())  # [asyncsched] is last
         # Nothing heartbeats the seeded services: keep them up for the whole run.
         text += "[DEFAULT]\nservice_down_time = 86400\n"
