@@ -137,3 +137,8 @@ def apply_log_level(config: Config) -> None:
         logging.getLogger(noisy).setLevel(
             logging.DEBUG if config.default.debug else logging.WARNING
         )
+    # aiormq logs an ERROR for every failed connection attempt, several a second while a broker
+    # is away; rpc.broker.BrokerLink reports those attempts itself, sparsely.
+    logging.getLogger("aiormq.connection").setLevel(
+        logging.DEBUG if config.default.debug else logging.CRITICAL
+    )

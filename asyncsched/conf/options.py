@@ -300,10 +300,20 @@ class OsloMessagingRabbitOptions:
     )
     heartbeat_timeout_threshold: int = opt(60, "AMQP heartbeat timeout in seconds.", min=0)
     heartbeat_rate: int = opt(3, "Heartbeat checks per timeout window.", min=1)
-    rabbit_retry_interval: float = opt(1.0, "First reconnect delay in seconds.", min=0.0)
-    rabbit_retry_backoff: float = opt(2.0, "Reconnect delay increment in seconds.", min=0.0)
-    rabbit_interval_max: float = opt(30.0, "Largest reconnect delay in seconds.", min=0.0)
-    kombu_reconnect_delay: float = opt(1.0, "Delay before reconnecting after a failure.", min=0.0)
+    rabbit_retry_interval: float = opt(
+        1.0, "First retry delay after RabbitMQ refused our declarations (406).", min=0.0
+    )
+    rabbit_retry_backoff: float = opt(
+        2.0, "Retry delay increment after a refusal (406), in seconds.", min=0.0
+    )
+    rabbit_interval_max: float = opt(
+        30.0, "Largest retry delay after a refusal (406), in seconds.", min=0.0
+    )
+    kombu_reconnect_delay: float = opt(
+        1.0,
+        "Accepted for compatibility; reconnects follow [asyncsched] broker_reconnect_delay.",
+        min=0.0,
+    )
     direct_mandatory_flag: bool = opt(True, "Publish replies with mandatory=True.")
     kombu_missing_consumer_retry_timeout: int = opt(
         60, "Seconds a reply to a missing reply queue is retried before it is dropped.", min=0
@@ -337,7 +347,21 @@ class AsyncschedOptions:
     )
     db_pool_size: int = opt(4, "asyncpg connections per database.", min=1)
     db_query_timeout: float = opt(30.0, "Seconds before a host-state query is abandoned.", min=1.0)
-    db_reconnect_max: float = opt(30.0, "Largest database reconnect delay in seconds.", min=1.0)
+    db_reconnect_max: float = opt(
+        0.5,
+        "Largest delay in seconds between cheap probes (SELECT 1) of a database that is down; "
+        "the first comes after 0.1 s, and a database that answers is read at once.",
+        min=0.1,
+    )
+    broker_reconnect_delay: float = opt(
+        0.1,
+        "First RabbitMQ reconnect delay in seconds, doubling per failed attempt (with jitter); "
+        "replaces the slow oslo schedule so our queues are back right after the broker.",
+        min=0.01,
+    )
+    broker_reconnect_delay_max: float = opt(
+        0.5, "Largest RabbitMQ reconnect delay in seconds.", min=0.01
+    )
     max_concurrent_requests: int = opt(
         32, "select_destinations calls handled at once; more wait in RabbitMQ.", min=1
     )
@@ -351,6 +375,17 @@ class AsyncschedOptions:
     reply_cache_ttl: float = opt(3600.0, "Seconds an answered call's reply is kept.", min=1.0)
     max_message_bytes: int = opt(
         16 * 1024 * 1024, "Larger messages are rejected as malformed.", min=1024
+    )
+    max_instances_per_request: int = opt(
+        10000,
+        "A select_destinations asking for more instances is refused before any work.",
+        min=1,
+    )
+    max_pending_replies: int = opt(
+        1000,
+        "Undelivered replies (reply queue missing) retried in the background at once; "
+        "more are dropped.",
+        min=0,
     )
     log_level: str = opt(
         "INFO",

@@ -22,7 +22,8 @@ from asyncsched.placement.traits import HW_CPU_HYPERTHREADING, is_valid_resource
 
 LOG = logging.getLogger(__name__)
 
-_XS_KEYPAT = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$")
+# A flavor extra spec that asks Placement for a resource or a trait: prefix, group suffix, name.
+EXTRA_SPEC_KEY = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$")
 #: Scheduler hints that must see every candidate, so the query gets no limit.
 NO_LIMIT_HINTS = frozenset({"group", "same_host", "different_host"})
 
@@ -245,7 +246,7 @@ class _Builder:
                         "Invalid group_policy '%s'. Valid values are 'none' and 'isolate'.", val
                     )
                 continue
-            m = _XS_KEYPAT.match(key)
+            m = EXTRA_SPEC_KEY.match(key)
             if not m:
                 continue
             prefix, suffix, name = m.groups()

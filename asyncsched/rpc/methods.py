@@ -3,8 +3,8 @@
 ``dispatcher`` decides *whether* a request may be served (namespace, version, method name);
 this module is the explicit table of *what* serves it, one entry per method of each endpoint.
 A method the dispatcher admits but the table lacks is caught when the table is built, not when a
-request arrives. Bad arguments raise ``CodecError``; the server turns that into oslo's
-``ValueError`` failure reply.
+request arrives. Bad arguments, and requests beyond ``validation``'s bounds, raise
+``CodecError``; the server turns that into oslo's ``ValueError`` failure reply.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from asyncsched.objects import codec
 from asyncsched.objects.codec import CodecError
-from asyncsched.rpc import dispatcher
+from asyncsched.rpc import dispatcher, validation
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.wire import IncomingMessage
 
@@ -22,12 +22,18 @@ Handler = Callable[[IncomingMessage], Awaitable[Any]]
 MethodTable = Mapping[str, Mapping[str, Handler]]  # endpoint name -> method name -> handler
 
 
-def method_table(scheduler: SchedulerAPI, events: HostStateEvents) -> MethodTable:
+def method_table(
+    scheduler: SchedulerAPI,
+    events: HostStateEvents,
+    bounds: validation.RequestBounds | None = None,
+) -> MethodTable:
     """The handlers of both endpoints, checked against what the dispatcher admits."""
     casts = _EventCasts(events)
     table: dict[str, dict[str, Handler]] = {
         dispatcher.SCHEDULER_ENDPOINT.name: {
-            "select_destinations": _SelectDestinations(scheduler),
+            "select_destinations": _SelectDestinations(
+                scheduler, bounds or validation.RequestBounds()
+            ),
             "update_aggregates": casts.update_aggregates,
             "delete_aggregate": casts.delete_aggregate,
             "update_instance_info": casts.update_instance_info,
@@ -52,22 +58,28 @@ def method_table(scheduler: SchedulerAPI, events: HostStateEvents) -> MethodTabl
 class _SelectDestinations:
     """``select_destinations``: spec_obj (4.0+ objects) or the legacy request_spec dicts."""
 
-    def __init__(self, scheduler: SchedulerAPI) -> None:
+    def __init__(self, scheduler: SchedulerAPI, bounds: validation.RequestBounds) -> None:
         self._scheduler = scheduler
+        self._bounds = bounds
 
     async def __call__(self, incoming: IncomingMessage) -> Any:
         args = incoming.args
         if args.get("spec_obj") is not None:
-            spec = codec.decode_request_spec(args["spec_obj"], "args.spec_obj")
+            spec_path = "args.spec_obj"
+            spec = codec.decode_request_spec(args["spec_obj"], spec_path)
         elif args.get("request_spec") is not None:
+            spec_path = "args.request_spec"
             spec = codec.request_spec_from_legacy(
-                args["request_spec"], args.get("filter_properties"), "args.request_spec"
+                args["request_spec"], args.get("filter_properties"), spec_path
             )
         else:
             raise CodecError("args", "select_destinations needs spec_obj or request_spec")
         raw_uuids = args.get("instance_uuids")
         instance_uuids = (
             None if raw_uuids is None else list(_str_list(raw_uuids, "args.instance_uuids"))
+        )
+        validation.check_select_destinations(
+            spec, instance_uuids, self._bounds, spec_path=spec_path
         )
         return_objects = _bool_arg(args, "return_objects")
         return_alternates = _bool_arg(args, "return_alternates")

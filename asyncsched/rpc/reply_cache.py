@@ -1,4 +1,7 @@
-"""Bounded memory of answered ``_unique_id``s, so a redelivered call is answered, not redone.
+"""Bounded memory of answered requests, so a redelivered call is answered, not redone.
+
+Keys are the server's: ``_unique_id`` plus a digest of the body, so only the same request
+(not another one reusing its id) is answered from here.
 
 RabbitMQ redelivers an unacked request when our connection drops before the ack lands. The
 caller may still be waiting, so the same reply is sent again, from here, without calling the

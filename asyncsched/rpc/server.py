@@ -9,16 +9,21 @@ This module is intake (decode, dedup, reply, ack) and dispatch (dispatcher rules
 concurrency, heartbeats, failure mapping); ``methods`` says what each method does.
 
 Delivery semantics differ from oslo on purpose: oslo acks before dispatch (a crash loses the
-request); we ack a request only after its reply was confirmed by the broker. A redelivered
-request whose ``_unique_id`` was already answered is answered again from a bounded cache, and
-one that is still running waits for that run, so no request is scheduled twice by a process.
-Prefetch (per consumer) plus a semaphore bound the work we hold; the rest waits in RabbitMQ.
+request); we ack a request only after one attempt to publish its reply, confirmed by the broker
+when the reply queue exists. A reply the broker returns (no such reply queue) is retried in the
+background (``late_replies``), so it never holds a prefetch slot that other calls wait for. A
+redelivered request (same ``_unique_id`` *and* same body digest) that was already answered is
+answered again from a bounded cache, and one that is still running waits for that run, so no
+request is scheduled twice by a process; a different request that merely reuses an id is served
+on its own. Prefetch (per consumer) plus a semaphore bound the work we hold; the rest waits in
+RabbitMQ.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import uuid
@@ -27,14 +32,16 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from asyncsched.backoff import Backoff
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import NovaException, NoValidHost
 from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
-from asyncsched.rpc import dispatcher, wire
+from asyncsched.rpc import dispatcher, validation, wire
 from asyncsched.rpc.broker import BrokerLink
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
+from asyncsched.rpc.late_replies import LateReplies
 from asyncsched.rpc.methods import method_table
 from asyncsched.rpc.reply_cache import Outcome, ReplyCache
 from asyncsched.rpc.topology import QueueDecl, Topology, build_topology, prefetch_count
@@ -57,7 +64,11 @@ class RPCServer:
     ) -> None:
         self._rabbit = config.oslo_messaging_rabbit
         self._opts = config.asyncsched
-        self._methods = method_table(scheduler, events)
+        self._methods = method_table(
+            scheduler,
+            events,
+            validation.RequestBounds(max_instances=config.asyncsched.max_instances_per_request),
+        )
         self._url = parse_transport_url(config.default.transport_url)
         self._topology: Topology = build_topology(
             self._rabbit,
@@ -84,6 +95,17 @@ class RPCServer:
             self._on_message,
             connection_name=self.connection_name,
             stats=self.stats,
+            backoff=Backoff(
+                self._opts.broker_reconnect_delay, self._opts.broker_reconnect_delay_max
+            ),
+        )
+        self._late = LateReplies(
+            self._link.publish,
+            retry_for=float(self._rabbit.kombu_missing_consumer_retry_timeout),
+            max_pending=self._opts.max_pending_replies,
+            # Replies can be as large as requests; pending ones hold at most four such.
+            max_bytes=self._opts.max_message_bytes * 4,
+            stats=self.stats,
         )
 
     # ---------------------------------------------------------------------------------------
@@ -104,6 +126,8 @@ class RPCServer:
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (the contract)
         """Stop taking requests and wait up to ``timeout`` s for in-flight ones to reply."""
         await self._link.stop_consuming()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         pending = {t for t in self._tasks if not t.done()}
         if pending:
             LOG.info("Draining %d in-flight RPC requests", len(pending))
@@ -115,10 +139,14 @@ class RPCServer:
                     len(still),
                     timeout,
                 )
+        late = self._late.pending()
+        if late and deadline > loop.time():
+            await asyncio.wait(late, timeout=deadline - loop.time())
 
     async def close(self) -> None:
         """Tear down. Unacked requests go back to their queue when the connection closes."""
         self._link.stop()
+        await self._late.close()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -138,6 +166,7 @@ class RPCServer:
             "active_calls": self._active_calls,
             "reply_cache": len(self._cache),
             "reply_cache_bytes": self._cache.bytes,
+            "replies_pending": len(self._late),
             "last_error": self._link.last_error,
             "stats": dict(self.stats),
         }
@@ -164,6 +193,10 @@ class RPCServer:
             # Never reached by bad input (that is answered); a bug or a broker error here.
             LOG.exception("Unexpected error handling a message from %s", decl.name)
             self.stats["errors"] += 1
+            address = wire.scan_address(message.body)
+            if address is not None:
+                with contextlib.suppress(Exception):
+                    await self._send_reply(address, Outcome(failure=wire.internal_failure(None)))
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
 
@@ -176,34 +209,54 @@ class RPCServer:
                 compression if isinstance(compression, str) else None,
                 self._opts.max_message_bytes,
             )
-            incoming = wire.parse_message(wire.decode_body(body, self._opts.max_message_bytes))
+            inner = wire.decode_body(body, self._opts.max_message_bytes)
+            incoming = wire.parse_message(inner)
+            try:
+                validation.check_message(inner)
+            except CodecError as exc:
+                raise wire.MalformedMessage(str(exc), incoming.address) from None
         except wire.MalformedMessage as exc:
             await self._refuse(message, exc)
             return
         ctx = incoming.context
+        # A redelivery is the same request: same _unique_id and the same bytes. An id alone is
+        # not trusted (a caller bug or a hostile peer could reuse one for another request).
+        key = f"{incoming.unique_id}:{_digest(body)}" if incoming.unique_id else None
         with request_context(ctx.request_id, ctx.global_request_id):
-            await self._serve(message, incoming)
+            try:
+                await self._serve(message, incoming, key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug on our side after the request was read: the caller still gets an answer.
+                LOG.exception("Unexpected error serving %s", incoming.method)
+                self.stats["errors"] += 1
+                await self._finish(
+                    message, incoming, Outcome(failure=wire.internal_failure(ctx.request_id))
+                )
 
     async def _serve(
-        self, message: AbstractIncomingMessage, incoming: wire.IncomingMessage
+        self, message: AbstractIncomingMessage, incoming: wire.IncomingMessage, key: str | None
     ) -> None:
-        """Answer one well-formed request once: from the cache, from its running twin, or anew."""
-        uid = incoming.unique_id
+        """Answer one well-formed request once: from the cache, from its running twin, or anew.
+
+        ``key`` (``_unique_id`` + body digest) names the request; None when it carries no id.
+        """
         rid = incoming.context.request_id
         future: asyncio.Future[Outcome] | None = None
-        if uid:
-            cached = self._cache.get(uid)
+        if key:
+            cached = self._cache.get(key)
             if cached is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
                     "Redelivered %s (request_id=%s, unique_id=%s): answering from cache",
                     incoming.method,
                     rid,
-                    uid,
+                    incoming.unique_id,
                 )
                 await self._finish(message, incoming, cached)
                 return
-            running = self._inflight.get(uid)
+            running = self._inflight.get(key)
             if running is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
@@ -214,7 +267,7 @@ class RPCServer:
                 await self._finish(message, incoming, await asyncio.shield(running))
                 return
             future = asyncio.get_running_loop().create_future()
-            self._inflight[uid] = future
+            self._inflight[key] = future
         try:
             outcome = await self._execute(incoming)
         except BaseException:
@@ -222,10 +275,10 @@ class RPCServer:
                 future.cancel()
             raise
         finally:
-            if uid:
-                self._inflight.pop(uid, None)
-        if uid:
-            self._cache.put(uid, outcome, size=outcome.approx_bytes())
+            if key:
+                self._inflight.pop(key, None)
+        if key:
+            self._cache.put(key, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
         await self._finish(message, incoming, outcome)
@@ -330,20 +383,19 @@ class RPCServer:
     async def _send_reply(
         self, address: wire.ReplyAddress, outcome: Outcome, request_id: str | None = None
     ) -> None:
+        """One attempt now; if the broker returns it (or is away) retry in the background."""
         try:
             body = wire.reply_body(address.msg_id, outcome.result, outcome.failure, ending=True)
         except (TypeError, ValueError, RecursionError):
             LOG.exception("Reply of request_id=%s cannot be serialised", request_id)
             failure = wire.internal_failure(request_id)
             body = wire.reply_body(address.msg_id, None, failure, ending=True)
-        if await self._link.publish(
-            address.reply_q, body, retry=float(self._rabbit.kombu_missing_consumer_retry_timeout)
-        ):
+        if await self._link.publish(address.reply_q, body, retry=0.0):
             self.stats["replies"] += 1
         else:
-            self.stats["replies_dropped"] += 1
-            LOG.warning(
-                "Reply to %s (request_id=%s) could not be delivered; dropped",
-                address.reply_q,
-                request_id,
-            )
+            self._late.retry(address.reply_q, body, request_id)
+
+
+def _digest(body: bytes) -> str:
+    """What tells a redelivery (same bytes) from another request reusing its ``_unique_id``."""
+    return hashlib.blake2b(body, digest_size=16).hexdigest()

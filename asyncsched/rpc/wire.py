@@ -9,6 +9,7 @@ and only a message without one is rejected.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 import zlib
@@ -203,26 +204,36 @@ def parse_message(inner: Mapping[str, Any]) -> IncomingMessage:
     unique_id = inner.get("_unique_id")
     if unique_id is not None and not isinstance(unique_id, str):
         unique_id = str(unique_id)
-    timeout_raw = inner.get("_timeout")
-    timeout: float | None = None
-    if isinstance(timeout_raw, int | float) and not isinstance(timeout_raw, bool):
-        timeout = float(timeout_raw) if timeout_raw > 0 else None
-    elif isinstance(timeout_raw, str):
-        try:
-            timeout = float(timeout_raw) or None
-        except ValueError:
-            timeout = None
+    try:
+        context = decode_context(inner)
+    except Exception as exc:  # decode_context tolerates bad values; this is a last guard
+        raise MalformedMessage(f"unreadable _context_ keys: {exc}", address) from None
     return IncomingMessage(
         method=method,
         args=args,
         version=version,
         namespace=namespace,
         unique_id=unique_id,
-        context=decode_context(inner),
+        context=context,
         address=address,
-        timeout=timeout,
+        timeout=_call_timeout(inner.get("_timeout")),
         raw_keys=frozenset(k for k in inner if isinstance(k, str)),
     )
+
+
+def _call_timeout(raw: Any) -> float | None:
+    """``_timeout`` as seconds, or None when it cannot drive heartbeats.
+
+    Only a finite positive number (or numeric string) counts: ``nan``, ``inf`` and ``1e400``
+    (which JSON reads as inf) mean "no call monitor", and the call is served without heartbeats.
+    """
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return None
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 # --------------------------------------------------------------------------------------------

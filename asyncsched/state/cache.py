@@ -455,14 +455,23 @@ class HostStateCache:
     async def _api_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._delay(self._api))
+            if await self._still_down(self._api):
+                continue
             await self._guarded(self._api_pass(full=self._full_due(self._api_last_full)))
 
     async def _cell_loop(self, cell: Cell) -> None:
         while not self._closed and self._cells.get(cell.uuid) is cell:
             await asyncio.sleep(self._delay(cell.db))
+            if await self._still_down(cell.db):
+                continue
             recovering = cell.db.failures > 0 or not cell.loaded
             full = recovering or self._full_due(cell.last_full)
             await self._guarded(self._cell_pass(cell, full=full))
+
+    @staticmethod
+    async def _still_down(db: NovaDatabase | None) -> bool:
+        """A failed database is probed cheaply; only one that answers gets a full pass."""
+        return db is not None and db.failures > 0 and not await db.probe()
 
     async def _guarded(self, aw: Awaitable[None]) -> None:
         """A bug in one pass must not kill the loop: log it and go on."""

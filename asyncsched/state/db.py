@@ -3,8 +3,11 @@
 A ``NovaDatabase`` never raises anything but ``DatabaseUnavailable`` from ``fetch``: timeouts,
 refused connections, a renamed/dropped database and SQL errors all become "this database is
 unavailable now", so the cache can keep serving and retry later. After a failure the pool is
-thrown away (the next attempt reconnects from scratch) and ``retry_delay`` grows up to
-``[asyncsched] db_reconnect_max``.
+thrown away (the next attempt reconnects from scratch). While it is down, the cache only
+``probe``s it (``SELECT 1`` on a fresh connection, a bounded wait) after ``retry_delay``: 0.1 s
+doubling to ``[asyncsched] db_reconnect_max`` (0.5 s). A database that answers again is read at
+once, not after a long backoff (it used to wait up to 25 s); one that answers but fails the
+read again backs off 1, 2, 4 ... 30 s (``read_failures``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,19 @@ from typing import Any
 
 import asyncpg
 
+from asyncsched.backoff import Backoff
 from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
 from asyncsched.exceptions import DatabaseUnavailable
 
 LOG = logging.getLogger(__name__)
+
+# The first probe of a failed database comes this soon; the delay doubles to db_reconnect_max.
+FIRST_PROBE_DELAY = 0.1
+# A probe waits at most this long (or query_timeout if shorter) for a connection and SELECT 1.
+PROBE_TIMEOUT = 5.0
+# A database that answers probes but fails our reads (a read timing out under load, a broken
+# table) is not read again in a tight loop: 1, 2, 4 ... s up to this, as before probes existed.
+READ_RETRY_MAX = 30.0
 
 
 class NovaDatabase:
@@ -41,6 +53,10 @@ class NovaDatabase:
         self.pool_size = pool_size
         self.query_timeout = query_timeout
         self.reconnect_max = reconnect_max
+        self._backoff = Backoff(FIRST_PROBE_DELAY, reconnect_max, jitter=0.0)
+        self._read_backoff = Backoff(1.0, READ_RETRY_MAX, jitter=0.0)
+        self._probed_ok = False
+        self.read_failures = 0  # consecutive failed reads right after a successful probe
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
@@ -55,10 +71,30 @@ class NovaDatabase:
 
     @property
     def retry_delay(self) -> float:
-        """Backoff after ``failures`` consecutive failures: 1, 2, 4, ... capped."""
+        """Wait before the next probe after ``failures`` consecutive failures: 0.1, 0.2, ...;
+        longer while the database answers probes but our reads keep failing."""
         if self.failures <= 0:
             return 0.0
-        return float(min(self.reconnect_max, 2.0 ** (self.failures - 1)))
+        delay = self._backoff.base(self.failures - 1)
+        if self.read_failures:
+            delay = max(delay, self._read_backoff.base(self.read_failures - 1))
+        return delay
+
+    async def probe(self) -> bool:
+        """Is the database answering again? One cheap ``SELECT 1``; a failure is recorded."""
+        try:
+            async with asyncio.timeout(min(self.query_timeout, PROBE_TIMEOUT)):
+                pool = await self._get_pool()
+                async with pool.acquire() as conn:
+                    await conn.fetchval("SELECT 1")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # still down, whatever the reason
+            await self._discard_pool()
+            self.mark_failed(exc)
+            return False
+        self._probed_ok = True
+        return True
 
     async def _get_pool(self) -> asyncpg.Pool:
         async with self._pool_lock:
@@ -92,6 +128,8 @@ class NovaDatabase:
         if self.failures:
             LOG.warning("database %s is reachable again", self.name)
         self.failures = 0
+        self.read_failures = 0
+        self._probed_ok = False
         self.failed_since = None
         self.last_ok = self._clock()
 
@@ -102,6 +140,9 @@ class NovaDatabase:
         else:
             LOG.debug("database %s still unavailable: %s", self.name, error)
         self.failures += 1
+        if self._probed_ok:  # it answered, then the read failed
+            self.read_failures += 1
+            self._probed_ok = False
         self.last_error = str(error)
 
     async def _discard_pool(self) -> None:

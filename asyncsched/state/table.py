@@ -76,6 +76,7 @@ def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> dict[str, An
         "age": None if db.last_ok is None else round(now - db.last_ok, 3),
         "loaded": loaded,
         "consecutive_failures": db.failures,
+        "read_failures": db.read_failures,
         "down_for": None if db.failed_since is None else round(now - db.failed_since, 3),
         "retry_in": round(db.retry_delay, 3),
         "last_error": db.last_error,

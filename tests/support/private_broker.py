@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,15 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.net import free_port
+
 RABBITMQ_SERVER = "rabbitmq-server"
 RABBITMQCTL = "rabbitmqctl"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

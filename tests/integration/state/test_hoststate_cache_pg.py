@@ -335,6 +335,37 @@ async def test_cell_recovers_by_itself_in_background(seeded: dict[str, Any]) -> 
         assert not cache.health()["cells"][c1.uuid]["stale"]
 
 
+async def test_a_cell_that_answers_again_is_read_within_a_second(seeded: dict[str, Any]) -> None:
+    """Default [asyncsched] db_reconnect_max: a database that was down for a while is probed
+    cheaply (no refresh passes meanwhile) and read as soon as it answers; the old backoff
+    (1, 2, 4, ... 30 s) read it again only ~25 s later."""
+    db: NovaDB = seeded["db"]
+    c1 = seeded["c1"]
+    async with HostStateCache(db.config(refresh_interval=0.2)) as cache:
+        a = cache.get_by_uuid(seeded["c1a"])
+        assert a is not None
+        await db.take_cell_away(c1)
+        try:
+            async with asyncio.timeout(10):
+                while not cache.health()["cells"][c1.uuid]["stale"]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            failed_passes = cache.metrics["refresh_failures"]
+            await asyncio.sleep(6)  # long enough for the old backoff to reach 8 s
+            h = cache.health()["cells"][c1.uuid]
+            assert h["consecutive_failures"] >= 10 and h["retry_in"] <= 0.5  # probes, capped
+            assert cache.metrics["refresh_failures"] == failed_passes  # no passes, only probes
+        finally:
+            await db.bring_cell_back(c1)
+        back = asyncio.get_running_loop().time()
+        await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=2222)
+        async with asyncio.timeout(10):
+            while a.free_ram_mb != 2222 or cache.health()["cells"][c1.uuid]["stale"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        read_again = asyncio.get_running_loop().time() - back
+    print(f"\ncell database back -> read again and not stale: {read_again:.3f} s")
+    assert read_again < 1.0
+
+
 async def test_cell_dropped_when_unmapped_or_disabled(seeded: dict[str, Any]) -> None:
     db: NovaDB = seeded["db"]
     c1, c2 = seeded["c1"], seeded["c2"]

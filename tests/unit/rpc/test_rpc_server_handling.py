@@ -25,6 +25,9 @@ from asyncsched.rpc.server import RPCServer
 from tests.support import nova_objects
 from tests.unit.objects import nova_primitives as P
 
+I1 = "6f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+I2 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+
 
 class Journal:
     def __init__(self) -> None:
@@ -136,7 +139,7 @@ def _call(uid: str = "u-1", **args: Any) -> dict[str, Any]:
         "version": "4.5",
         "args": {
             "spec_obj": P.request_spec(),
-            "instance_uuids": ["i-1", "i-2"],
+            "instance_uuids": [I1, I2],
             "return_objects": True,
             "return_alternates": True,
             **args,
@@ -175,7 +178,7 @@ async def test_call_replied_then_acked(parts: tuple[Scheduler, Events, Journal])
     assert len(per_instance) == 2 and len(per_instance[0]) == 2
     assert codec.decode_selection(per_instance[0][1]).service_host == "cn-2"
     spec, uuids, objects, alternates = scheduler.calls[0]
-    assert spec.num_instances == 3 and uuids == ["i-1", "i-2"] and objects and alternates
+    assert spec.num_instances == 3 and uuids == [I1, I2] and objects and alternates
     assert scheduler.contexts[0].request_id == "req-u-1"
     # Everything logged while the request runs carries its id (asyncsched.logs).
     assert scheduler.log_ids == [RequestIds("req-u-1", None)]

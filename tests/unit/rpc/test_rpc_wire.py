@@ -67,6 +67,23 @@ def test_heartbeat_interval_follows_oslo_watchdog() -> None:
 
 
 @pytest.mark.parametrize(
+    "raw",
+    [float("nan"), float("inf"), float("-inf"), "nan", "inf", "1e400", 10**400, -5, 0, True, []],
+)
+def test_a_timeout_that_cannot_drive_heartbeats_means_none(raw: Any) -> None:
+    msg = wire.parse_message(_call(_timeout=raw))
+    assert msg.timeout is None and msg.heartbeat_interval is None
+
+
+def test_nan_inf_and_1e400_in_the_json_body_parse() -> None:
+    for literal in ("NaN", "Infinity", "1e400"):
+        body = json.dumps(_call()).replace('"_timeout": 60', f'"_timeout": {literal}').encode()
+        msg = wire.parse_message(wire.decode_body(body, MAX))
+        assert msg.timeout is None and msg.is_call
+    assert wire.parse_message(_call(_timeout=1e300)).heartbeat_interval == int(1e300) / 2
+
+
+@pytest.mark.parametrize(
     ("body", "has_address"),
     [
         (b"\xff\xfe not utf8", False),
