@@ -45,7 +45,11 @@ PLACEMENT_RETRY_MAX = 5.0
 
 
 class PlacementComponent:
-    """Lifecycle of the shared :class:`PlacementClient`: start = reachable + version agreed."""
+    """Lifecycle of the shared :class:`PlacementClient`: start = reachable + version agreed.
+
+    It also runs the client's pending rollbacks: the journal of rollbacks Placement could
+    not take before a restart is replayed once Placement answers, and retried until done.
+    """
 
     name = "placement"
 
@@ -68,7 +72,7 @@ class PlacementComponent:
         while True:
             try:
                 await self.client.start()
-                return
+                break
             except (PlacementError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 left = deadline - loop.time()
                 if left <= 0:
@@ -85,8 +89,12 @@ class PlacementComponent:
                 )
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, self._retry_max)
+        if self.client.pending is not None:
+            await self.client.pending.start()
 
     async def close(self) -> None:
+        if self.client.pending is not None:
+            await self.client.pending.close()  # what is left stays journaled
         await self.client.close()
 
     def health(self) -> Mapping[str, Any]:

@@ -396,6 +396,18 @@ class AsyncschedOptions:
     health_file: str | None = opt(
         None, "Write a JSON health snapshot here every refresh (None = off)."
     )
+    overcommit_guard: bool = opt(
+        True,
+        "After each new claim, read the usage of its providers and back the claim out when a "
+        "concurrent claim elsewhere (another scheduler) pushed one over capacity; the "
+        "instance is then decided again. Placement alone lets such races overcommit.",
+    )
+    state_dir: str | None = opt(
+        None,
+        "Directory for state that must survive a restart: the journal of Placement "
+        "rollbacks still to retry. Unset: $STATE_DIRECTORY (systemd's StateDirectory=), "
+        "else they are kept in memory only and lost on a restart.",
+    )
     placement_noauth_token: str = opt(
         "admin",
         "x-auth-token sent to Placement when [placement] auth_type is none/noauth "

@@ -15,6 +15,7 @@ import logging
 import random
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -45,13 +46,18 @@ from asyncsched.placement.microversions import (
     at_least,
     version_tuple,
 )
+from asyncsched.placement.overcommit import OvercommitGuard
+from asyncsched.placement.pending import Journal, PendingRollbacks
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.placement.usage import ProviderUsage, capacities
 
 LOG = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
+CAPACITY_TTL = 60.0  # seconds a provider's capacity is reused by the overcommit guard
+RECENT_CLAIMS = 4096  # allocations of recent claims, so a delayed rollback deletes only those
 
 
 class _Retry(Exception):
@@ -84,6 +90,7 @@ class PlacementClient:
         pool_size: int = 64,
         claim_backoff: float = 2.0,
         rng: random.Random | None = None,
+        overcommit_guard: bool = False,
     ) -> None:
         self._options = options
         self._timeout_s = options.timeout if options.timeout else DEFAULT_TIMEOUT
@@ -105,17 +112,32 @@ class PlacementClient:
         self._provider_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        # ... and across processes the guard confirms each new claim within capacity after
+        # the fact, reading usage from Placement (or, once set, another UsageSource).
+        self.guard: OvercommitGuard | None = (
+            OvercommitGuard(self, self.delete_allocation, rng=self._rng)
+            if overcommit_guard
+            else None
+        )
+        # Deletions Placement could not take: kept and retried (the daemon sets this; a bare
+        # client raises AllocationDeleteFailed instead).
+        self.pending: PendingRollbacks | None = None
+        self._recent: OrderedDict[str, dict[str, dict[str, int]]] = OrderedDict()
+        self._capacity: dict[str, tuple[float, dict[str, int]]] = {}  # rp -> (expiry, capacity)
 
     @classmethod
     def from_config(
         cls, config: Config, *, session: aiohttp.ClientSession | None = None
     ) -> PlacementClient:
         """The service's client: ``[placement]`` plus ``[asyncsched] placement_noauth_token``."""
-        return cls(
+        client = cls(
             config.placement,
             session=session,
             noauth_token=config.asyncsched.placement_noauth_token,
+            overcommit_guard=config.asyncsched.overcommit_guard,
         )
+        client.pending = PendingRollbacks(client, Journal.in_dir(config.asyncsched.state_dir))
+        return client
 
     # ---- lifecycle ----
 
@@ -204,6 +226,8 @@ class PlacementClient:
             if s.last_ok_at is None
             else round(time.monotonic() - s.last_ok_at, 3),
             "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
+            "overcommit_guard": None if self.guard is None else self.guard.health(),
+            "pending_rollbacks": None if self.pending is None else self.pending.health(),
         }
 
     # ---- transport ----
@@ -359,7 +383,8 @@ class PlacementClient:
 
         Provider-generation races are retried (4 attempts, sleep uniform(0, 2*attempt));
         a consumer-generation conflict raises AllocationUpdateFailed; anything else is False
-        with the cause logged.
+        with the cause logged. With the overcommit guard, a new claim that a concurrent one
+        elsewhere pushed over capacity is backed out and reported False.
         """
         self._stats.claims += 1
         providers = sorted((allocation_request.get("allocations") or {}).keys())
@@ -369,7 +394,7 @@ class PlacementClient:
                 if lock is None:
                     lock = self._provider_locks[rp] = asyncio.Lock()
                 await held.enter_async_context(lock)
-            return await self._claim_with_retries(
+            ok = await self._claim_with_retries(
                 consumer_uuid,
                 allocation_request,
                 project_id=project_id,
@@ -378,6 +403,25 @@ class PlacementClient:
                 may_have_allocations=may_have_allocations,
                 consumer_type=consumer_type,
             )
+        if not ok:
+            return False
+        if self.pending is not None and consumer_uuid in self.pending:
+            await self.pending.discard(consumer_uuid)  # wanted again: not to be deleted
+        self._remember(consumer_uuid, allocation_request)
+        # A move's claim doubles up the source allocation: backing it out would delete that
+        # too, so only new consumers are guarded.
+        if self.guard is not None and not may_have_allocations:
+            return await self.guard.confirm(consumer_uuid, allocation_request)
+        return True
+
+    def _remember(self, consumer_uuid: str, allocation_request: Mapping[str, Any]) -> None:
+        allocs = allocation_request.get("allocations") or {}
+        self._recent[consumer_uuid] = {
+            rp: dict(a.get("resources") or {}) for rp, a in allocs.items()
+        }
+        self._recent.move_to_end(consumer_uuid)
+        if len(self._recent) > RECENT_CLAIMS:
+            self._recent.popitem(last=False)
 
     async def _claim_with_retries(
         self,
@@ -414,6 +458,8 @@ class PlacementClient:
             except (PlacementTimeout, PlacementDisconnected) as exc:
                 # The PUT may have been applied: remove it rather than leak it.
                 LOG.error("placement: claim for %s timed out (%s); removing it", consumer_uuid, exc)
+                if not may_have_allocations:  # a delayed rollback deletes only this
+                    self._remember(consumer_uuid, allocation_request)
                 try:
                     await self.delete_allocation(consumer_uuid)
                 except (AllocationDeleteFailed, PlacementError):
@@ -498,27 +544,70 @@ class PlacementClient:
             LOG.info("placement: claim for %s was already applied (resent request)", consumer_uuid)
         return mine
 
+    async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
+        """Capacity and usage of one provider (the guard's UsageSource).
+
+        Usage is read every time; capacity (inventories change rarely) is kept for
+        CAPACITY_TTL seconds, and read again whenever the provider looks over capacity, so
+        a claim is never backed out on a stale capacity.
+        """
+        base = f"/resource_providers/{provider_uuid}"
+        cached = self._capacity.get(provider_uuid)
+        fresh = cached is None or cached[0] < time.monotonic()
+        if fresh:
+            inv_call = self._json_get(base + "/inventories", "inventories")
+            use_call = self._json_get(base + "/usages", "usages")
+            inv, use = await asyncio.gather(inv_call, use_call)
+            capacity = capacities(inv.get("inventories") or {})
+            self._capacity[provider_uuid] = (time.monotonic() + CAPACITY_TTL, capacity)
+        else:
+            assert cached is not None
+            capacity = cached[1]
+            use = await self._json_get(base + "/usages", "usages")
+        usage = ProviderUsage.parse(capacity, use.get("usages") or {})
+        if usage.over() and not fresh:
+            self._capacity.pop(provider_uuid, None)
+            return await self.provider_usage(provider_uuid)
+        return usage
+
+    async def _json_get(self, path: str, op: str) -> dict[str, Any]:
+        status, body = await self._request("GET", path, version="1.0", op=op)
+        if status != 200 or not isinstance(body, dict):
+            raise self._fail(PlacementHTTPError.answered(f"GET {path}", status, body))
+        return body
+
+    async def delete_once(self, consumer_uuid: str) -> None:
+        """One DELETE /allocations/{consumer}; 404 is fine; PlacementError otherwise."""
+        status, body = await self._request(
+            "DELETE",
+            f"/allocations/{consumer_uuid}",
+            version=CANDIDATES_VERSION,
+            op="delete_allocation",
+        )
+        if status not in (204, 404):
+            raise self._fail(
+                PlacementHTTPError.answered(f"DELETE /allocations/{consumer_uuid}", status, body)
+            )
+        self._recent.pop(consumer_uuid, None)
+
     async def delete_allocation(self, consumer_uuid: str) -> None:
-        """DELETE /allocations/{consumer}; 404 is fine; retried; then AllocationDeleteFailed."""
+        """DELETE /allocations/{consumer}, retried. When Placement still refuses, the daemon's
+        client keeps the rollback for later (``pending``) and returns; a bare client raises
+        AllocationDeleteFailed."""
         self._stats.deletes += 1
         last = ""
         for attempt in range(DELETE_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(self._rng.uniform(0, self._claim_backoff / 8 * 2**attempt))
             try:
-                status, body = await self._request(
-                    "DELETE",
-                    f"/allocations/{consumer_uuid}",
-                    version=CANDIDATES_VERSION,
-                    op="delete_allocation",
-                )
+                await self.delete_once(consumer_uuid)
+                return
             except PlacementError as exc:
                 last = str(exc)
-                continue
-            if status in (204, 404):
-                return
-            last = f"HTTP {status} {error_detail(body)}"
         self._stats.delete_failures += 1
+        if self.pending is not None:
+            await self.pending.add(consumer_uuid, self._recent.get(consumer_uuid))
+            return
         LOG.error(
             "placement: LEAKED ALLOCATION: could not delete the allocations of consumer %s "
             "after %d attempts: %s",

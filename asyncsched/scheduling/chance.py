@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncsched.common.clock import as_utc, utcnow
+from asyncsched.common.pacing import Pacer
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import NoValidHost, PlacementError
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
@@ -93,8 +94,10 @@ class ChanceScheduler:
         user_id = spec.user_id or ctx.user_id or ""
         chosen: list[tuple[HostState, dict[str, Any] | None]] = []
         claimed: list[str] = []
+        pacer = Pacer()  # a big request without claims never awaits: give the loop turns
         try:
             for instance_uuid in uuids:
+                await pacer.tick()
                 pool = list(hosts)
                 self.rng.shuffle(pool)
                 picked: tuple[HostState, dict[str, Any] | None] | None = None
@@ -126,6 +129,7 @@ class ChanceScheduler:
         selected = {id(h) for h, _ in chosen}
         out: list[list[Selection]] = []
         for host, host_alloc in chosen:
+            await pacer.tick()
             first = make_selection(
                 host,
                 self.config,

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from asyncsched.common.clock import utcnow
+from asyncsched.common.pacing import Pacer
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
@@ -80,8 +81,12 @@ class _Request:
         self.version = version
         self.claims = claims
         self.placed: list[_Placed] = []
-        self.consumed: list[tuple[HostState, str]] = []
+        # (instance uuid, host uuid) -> host: what this request consumed, in order
+        self.consumed: dict[tuple[str, str], HostState] = {}
         self.failed: dict[str, set[int]] = {}
+        # Deciding, settling and releasing are linear in the instances, and give the loop a
+        # turn every few ms so one big multi-create never stalls other calls or heartbeats.
+        self.pacer = Pacer()
 
     # -- consumption -----------------------------------------------------------------------
 
@@ -111,7 +116,7 @@ class _Request:
                     self.mgr.cache.consume_locked(host, spec, instance_uuid, placed=placed)
             except Exception:
                 LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
-        self.consumed.append((host, instance_uuid))
+        self.consumed[instance_uuid, host.uuid] = host
         self.engine.refresh(host)
 
     async def release(self, base: int, instance_uuid: str) -> None:
@@ -120,17 +125,18 @@ class _Request:
             await self.mgr.cache.release(host, instance_uuid)
         except Exception:
             LOG.exception("release failed on %s", host.nodename)
-        self.consumed = [(h, u) for h, u in self.consumed if not (h is host and u == instance_uuid)]
+        self.consumed.pop((instance_uuid, host.uuid), None)
         self.engine.refresh(host)
 
     async def release_all(self) -> None:
         """Every host rebuilt once, however many instances it took (linear)."""
-        consumed, self.consumed = self.consumed, []
+        consumed, self.consumed = self.consumed, {}
         try:
-            await self.mgr.cache.release_many(consumed)
+            await self.mgr.cache.release_many((h, u) for (u, _), h in consumed.items())
         finally:
-            for host in {id(h): h for h, _ in consumed}.values():
+            for host in {id(h): h for h in consumed.values()}.values():
                 self.engine.refresh(host)
+                await self.pacer.tick()
 
     # -- spec bookkeeping between instances ------------------------------------------------
 
@@ -341,6 +347,7 @@ class SchedulerManager:
         index = 0
         try:
             for index, instance_uuid in enumerate(uuids):
+                await req.pacer.tick()
                 spec = dataclasses.replace(
                     spec, instance_uuid=None if instance_uuids is None else instance_uuid
                 )
@@ -360,9 +367,10 @@ class SchedulerManager:
             raise
         if legacy:
             await req.release_all()  # no claims: the consumption was request-local (nova)
-        alternates = self._alternates(req, spec, index, skip_filters, return_alternates)
+        alternates = await self._alternates(req, spec, index, skip_filters, return_alternates)
         out: list[list[Selection]] = []
         for i, p in enumerate(req.placed):
+            await req.pacer.tick()
             host = hosts.states[p.base]
             first = make_selection(
                 host,
@@ -426,9 +434,11 @@ class SchedulerManager:
                     raise r.error
             if not failed:
                 return
+            position = {p.uuid: i for i, p in enumerate(req.placed)}
             for r in failed:
-                pos = next(i for i, p in enumerate(req.placed) if p.uuid == r.consumer_uuid)
-                old = req.placed.pop(pos)
+                await req.pacer.tick()
+                pos = position[r.consumer_uuid]
+                old = req.placed[pos]
                 await req.release(old.base, old.uuid)
                 tried = req.failed.setdefault(old.uuid, set())
                 tried.add(old.base)
@@ -451,10 +461,9 @@ class SchedulerManager:
                 )
                 if placed is None:
                     raise NoValidHost(reason=NOT_ENOUGH)
-                req.placed.remove(placed)
-                req.placed.insert(pos, placed)
+                req.placed[pos] = req.placed.pop()  # the retry takes the old one's place
 
-    def _alternates(
+    async def _alternates(
         self,
         req: _Request,
         spec: RequestSpec,
@@ -475,6 +484,7 @@ class SchedulerManager:
         order = hosts.pick(spec).indices()
         selected = {p.base for p in req.placed}
         for i, p in enumerate(req.placed):
+            await req.pacer.tick()
             cell = hosts.states[p.base].cell_uuid
             for base in order:
                 if len(out[i]) >= num_alts:

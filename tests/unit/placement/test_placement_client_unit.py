@@ -9,7 +9,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -50,15 +50,6 @@ async def serve(routes: dict[tuple[str, str], Handler]) -> TestServer:
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return server
-
-
-@pytest.fixture
-async def stack() -> AsyncIterator[list[Any]]:
-    """Servers and clients to close at the end of a test."""
-    items: list[Any] = []
-    yield items
-    for item in reversed(items):
-        await item.close()
 
 
 async def client_for(

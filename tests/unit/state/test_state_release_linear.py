@@ -86,7 +86,7 @@ def consume_many(hs: HostState, n: int, rebase_host: Callable[[HostState], bool]
     return uuids
 
 
-@pytest.mark.parametrize("n", [100, 1000])
+@pytest.mark.parametrize("n", [100, 1000, 30_000])
 def test_release_with_snapshot_rebuilds_once(calls: Counter[str], n: int) -> None:
     hs = host("h")
     rebase_host = with_snapshot(hs)
@@ -105,7 +105,7 @@ def test_release_with_snapshot_rebuilds_once(calls: Counter[str], n: int) -> Non
     assert hs.free_ram_mb == 10**9 and hs.assumed == {} and hs.instances == set()
 
 
-@pytest.mark.parametrize("n", [100, 1000])
+@pytest.mark.parametrize("n", [100, 1000, 30_000])
 async def test_release_many_without_snapshot_is_linear(calls: Counter[str], n: int) -> None:
     cache = HostStateCache(Config())  # never started: no host has a DB snapshot
     hosts = [host("a"), host("b")]

@@ -1,0 +1,54 @@
+"""A resource provider's capacity and usage, and where the overcommit guard reads them.
+
+``UsageSource`` is one coroutine so that any reader of Placement can serve it: the Placement
+client (``GET .../inventories`` + ``GET .../usages``) today, the Placement mirror later. A
+source must show every write Placement accepted before the call (the guard asks right after
+its own claim), so a cached source has to read afresh for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderUsage:
+    """Per resource class: what the provider can hold and what is allocated on it."""
+
+    capacity: Mapping[str, int]
+    used: Mapping[str, int]
+
+    @classmethod
+    def parse(cls, capacity: Mapping[str, int], usages: Any) -> ProviderUsage:
+        """``capacity`` (see ``capacities``) with Placement's ``usages`` body (inner mapping)."""
+        used = {rc: int(n) for rc, n in dict(usages).items() if int(n)}
+        return cls(capacity, used)
+
+    def over(self) -> dict[str, int]:
+        """Resource classes used beyond capacity, with the excess."""
+        return {
+            rc: n - self.capacity.get(rc, 0)
+            for rc, n in self.used.items()
+            if n > self.capacity.get(rc, 0)
+        }
+
+
+def capacities(inventories: Any) -> dict[str, int]:
+    """Per class, from Placement's ``inventories`` body (inner mapping): Placement's own rule
+    ``int((total - reserved) * allocation_ratio)``. An integer usage above the float bound is
+    above its integer part, so comparing with this is Placement's comparison."""
+    return {
+        rc: int(
+            (int(inv["total"]) - int(inv.get("reserved", 0)))
+            * float(inv.get("allocation_ratio", 1.0))
+        )
+        for rc, inv in dict(inventories).items()
+    }
+
+
+class UsageSource(Protocol):
+    """Fresh capacity and usage of one provider; raises PlacementError when it cannot say."""
+
+    async def provider_usage(self, provider_uuid: str) -> ProviderUsage: ...
