@@ -351,6 +351,7 @@ class ChaosStack:
         asyncsched.setdefault("refresh_interval", 3600.0)
         asyncsched.setdefault("full_resync_interval", 3600.0)
         asyncsched.setdefault("health_file", str(work / "health.json"))
+        extra = {"state_dir": str(work), **(extra or {})}  # the pending-rollback journal
         config = seeding.daemon_config(
             transport_url=transport_url,
             api_url=self.db.api_url,
@@ -364,7 +365,7 @@ class ChaosStack:
             **asyncsched,
         )
         text = seeding.config_file_text(config)
-        text += "".join(f"{k} = {v}\n" for k, v in (extra or {}).items())  # [asyncsched] is last
+        text += "".join(f"{k} = {v}\n" for k, v in extra.items())  # [asyncsched] is last
         # Nothing heartbeats the seeded services: keep them up for the whole run.
         text += "[DEFAULT]\nservice_down_time = 86400\n"
         if rabbit:
