@@ -117,7 +117,10 @@ def apply(message: dict[str, Any], mutation: Mutation) -> dict[str, Any]:
     elif mutation.op == "add_key" and isinstance(parent[last], dict):
         parent[last][str(mutation.value)[:20]] = mutation.value
     elif mutation.op == "grow" and isinstance(parent[last], list | str):
-        parent[last] = parent[last] * 50
+        # Bigger, not broker-sized: RabbitMQ closes a publisher's channel over its
+        # max_message_size (16 MiB), which would test the broker, not the daemon.
+        if len(json.dumps(parent[last], allow_nan=True)) < 20_000:
+            parent[last] = parent[last] * 50
     return out
 
 
