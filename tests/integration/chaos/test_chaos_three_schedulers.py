@@ -87,10 +87,14 @@ async def test_sigkill_one_of_three_mid_batch(roomy: ChaosStack, amqp_url: str) 
         f"{kinds(outcomes)}; all answered {t_done - t_kill:.1f} s after the kill; "
         f"{latency_line(outcomes)}",
     )
-    assert held > 0
+    assert held > 0, roomy.stderr_tails()
     problems = found.check(outcomes, before)
     failed = [o.detail for o in outcomes if o.kind != "ok"]
-    assert (kinds(outcomes), problems) == ({"ok": calls}, []), (failed[:3], problems[:6])
+    assert (kinds(outcomes), problems) == ({"ok": calls}, []), (
+        failed[:3],
+        problems[:6],
+        roomy.stderr_tails(),
+    )
     for d in others:
         assert d.alive() and "Traceback" not in d.stderr(), d.stderr()[-4000:]
 
