@@ -33,6 +33,7 @@ JOURNAL_NAME = "placement-rollbacks.json"
 JOURNAL_VERSION = 1
 RETRY_MIN = 1.0
 RETRY_MAX = 30.0
+RETRY_CONCURRENCY = 16  # rollbacks retried at once when Placement is back
 
 #: provider uuid -> resource class -> amount
 Allocations = Mapping[str, Mapping[str, int]]
@@ -245,16 +246,28 @@ class PendingRollbacks:
             self._wake.set()
 
     async def retry_once(self) -> bool:
-        """One pass over the pending rollbacks; True when none is left."""
+        """One pass over the pending rollbacks, RETRY_CONCURRENCY at a time; stops at the
+        first chunk Placement fails. True when none is left."""
+        entries = list(self._pending.values())
         changed = False
-        try:
-            for entry in list(self._pending.values()):
-                await self._remove(entry)
-                self._pending.pop(entry.consumer_uuid, None)
-                changed = True
-        except PlacementError as exc:
-            self.last_error = str(exc)
-            LOG.info("placement: %d rollbacks wait for Placement: %s", len(self._pending), exc)
+        for i in range(0, len(entries), RETRY_CONCURRENCY):
+            chunk = entries[i : i + RETRY_CONCURRENCY]
+            got = await asyncio.gather(*(self._remove(e) for e in chunk), return_exceptions=True)
+            failed: BaseException | None = None
+            for entry, result in zip(chunk, got, strict=True):
+                if result is None:
+                    self._pending.pop(entry.consumer_uuid, None)
+                    changed = True
+                elif not isinstance(result, PlacementError):
+                    raise result  # a bug: _run logs it and keeps the entries
+                else:
+                    failed = result
+            if failed is not None:
+                self.last_error = str(failed)
+                LOG.info(
+                    "placement: %d rollbacks wait for Placement: %s", len(self._pending), failed
+                )
+                break
         if changed:
             await self._save()
         return not self._pending

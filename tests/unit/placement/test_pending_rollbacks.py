@@ -148,3 +148,29 @@ async def test_many_rollbacks_at_once_write_the_journal_a_few_times(tmp_path: Pa
     await asyncio.gather(*(rb.add(u, CLAIMED) for u in uuids))
     assert sorted(e.consumer_uuid for e in Journal(tmp_path / "j.json").load()) == sorted(uuids)
     assert rb.writes <= 5, rb.writes
+
+
+async def test_when_placement_is_back_they_are_retried_several_at_once(tmp_path: Path) -> None:
+    p = FlakyPlacement()
+    inflight = peak = 0
+    real_delete = p.delete_once
+
+    async def slow_delete(consumer_uuid: str) -> None:
+        nonlocal inflight, peak
+        inflight += 1
+        peak = max(peak, inflight)
+        await asyncio.sleep(0.005)
+        inflight -= 1
+        await real_delete(consumer_uuid)
+
+    p.delete_once = slow_delete  # type: ignore[method-assign]
+    uuids = [f"c{i}" for i in range(100)]
+    for u in uuids:
+        p.allocs[u] = {rp: dict(r) for rp, r in CLAIMED.items()}
+    rb = pending(p, tmp_path / "j.json")
+    await asyncio.gather(*(rb.add(u, CLAIMED) for u in uuids))
+    await rb.start()
+    await wait_for(lambda: len(rb) == 0)
+    assert p.allocs == {} and rb.done == 100
+    assert 1 < peak <= 16
+    await rb.close()
