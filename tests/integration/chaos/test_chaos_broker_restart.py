@@ -101,5 +101,6 @@ async def test_broker_restart_with_calls_in_flight(stack: ChaosStack, mode: str)
     # A claim whose reply the broker lost is held only by instances whose call failed.
     assert {u for p in problems if p.startswith("leaked") for u in [p.split()[1]]} <= lost
     if mode != "transient":
-        assert got == {"ok": CALLS}, [o for o in outcomes if o.kind != "ok"][:5]
+        notes = [ln for ln in stderr.splitlines() if " WARNING " in ln or " ERROR " in ln]
+        assert got == {"ok": CALLS}, ([o for o in outcomes if o.kind != "ok"][:5], notes[-30:])
         assert problems == []
