@@ -2,7 +2,11 @@
 #   make demo   local stack (RabbitMQ, PostgreSQL, real Placement) + seeded demo cloud +
 #               asyncsched + a batch boot through the real oslo.messaging client
 #   make test   the whole test suite (ruff, mypy, pytest), as CI runs it
-.PHONY: demo test lint unit bench sample parity keystone
+# Issue #13 at full size (not part of make test, which runs them at CI size):
+#   make chaos  fault tests at the big sizes (200 calls in flight, ...), figures printed
+#   make fuzz   100,000 fuzzed messages against the real daemon
+#   make soak   bench/soak.py, 30 minutes of mixed traffic (SOAK_MINUTES=5 for less)
+.PHONY: demo test lint unit bench sample parity keystone chaos fuzz soak
 
 VENV := .venv/bin
 
@@ -43,3 +47,13 @@ parity: bootstrap
 
 sample: bootstrap
 	$(VENV)/asyncsched generate-sample > config/asyncsched.conf.sample
+
+chaos: bootstrap services
+	ASYNCSCHED_CHAOS_BIG=1 $(VENV)/pytest -s -p no:cacheprovider tests/integration/chaos
+
+fuzz: bootstrap services
+	ASYNCSCHED_FUZZ_EXAMPLES=12500 $(VENV)/pytest -s -p no:cacheprovider tests/integration/fuzz
+
+SOAK_MINUTES ?= 30
+soak: bootstrap services
+	$(VENV)/python -m bench.soak --minutes $(SOAK_MINUTES)

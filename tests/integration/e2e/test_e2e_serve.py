@@ -21,76 +21,22 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from asyncsched.conf.options import FilterSchedulerOptions
+from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
-from tests.support.cloud import daemon_config, decode_reply
-from tests.support.daemon import Daemon as Daemon  # also imported from here by other e2e tests
-from tests.support.daemon import serving, write_config
+from tests.support.cloud import config_file_text, daemon_config, decode_reply
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
     request_spec_primitive,
 )
+from tests.support.placement_relay import Relay
+from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
 AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
-
-
-class Relay:
-    """A TCP relay to Placement that can delay every response chunk by ``delay`` seconds and
-    tells when a GET /allocation_candidates passed (the daemon is then inside a call)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.delay = 0.0
-        self.candidates_seen = asyncio.Event()
-        self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.Task[Any]] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._conns):
-            task.cancel()
-        await asyncio.gather(*self._conns, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.close()
-            self._conns.discard(task)
-            return
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
-            try:
-                while data := await src.read(65536):
-                    if not down and b"/allocation_candidates" in data:
-                        self.candidates_seen.set()
-                    if down and self.delay:
-                        await asyncio.sleep(self.delay)
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
-        try:
-            await asyncio.gather(pump(reader, up_w, False), pump(up_r, writer, True))
-        finally:
-            self._conns.discard(task)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -109,13 +55,14 @@ async def serve(
     relay: Relay,
     module_amqp_url: str,
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[Daemon]:
+) -> AsyncIterator[ServeProcess]:
     tmp = tmp_path_factory.mktemp("serve")
     config = daemon_config(
         transport_url=module_amqp_url,
         api_url=seeded.db.api_url,
         placement=replace(
-            seeded.placement.options,
+            PlacementOptions(),
+            auth_type="none",
             endpoint_override=f"http://127.0.0.1:{relay.port}",
             timeout=30.0,
         ),
@@ -126,8 +73,28 @@ async def serve(
         drain_timeout=60.0,
         health_file=str(tmp / "health.json"),
     )
-    async with serving(write_config(tmp, config)) as daemon:
+    conf = tmp / "asyncsched.conf"
+    conf.write_text(config_file_text(config))
+    daemon = ServeProcess(conf, tmp / "stderr.log")
+    daemon.start()
+    try:
+        ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
+        assert daemon.proc is not None and ready["MAINPID"] == str(daemon.proc.pid)
         yield daemon
+    except BaseException:
+        print(daemon.stderr())
+        raise
+    finally:
+        daemon.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(module_amqp_url: str) -> AsyncIterator[OsloSchedulerClient]:
+    c = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 def read_json(path: Path) -> Any:
@@ -149,7 +116,7 @@ def spec(n: int, **kw: Any) -> dict[str, Any]:
     )
 
 
-async def test_serve_health_file_reports_components_and_cache(serve: Daemon) -> None:
+async def test_serve_health_file_reports_components_and_cache(serve: ServeProcess) -> None:
     path = serve.conf.parent / "health.json"
     health = None
     for _ in range(100):  # written right after READY
@@ -169,7 +136,7 @@ async def test_serve_health_file_reports_components_and_cache(serve: Daemon) -> 
 
 @pytest.mark.parametrize("count", [1, 10])
 async def test_serve_boots(
-    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient, count: int
+    serve: ServeProcess, seeded: SeededStack, client: OsloSchedulerClient, count: int
 ) -> None:
     uuids = [str(uuid.uuid4()) for _ in range(count)]
     reply = await asyncio.to_thread(client.select_destinations, spec(count), uuids)
@@ -179,7 +146,7 @@ async def test_serve_boots(
 
 
 async def test_sighup_reloads_the_filters_of_the_running_daemon(
-    serve: Daemon, seeded: SeededStack, client: OsloSchedulerClient
+    serve: ServeProcess, seeded: SeededStack, client: OsloSchedulerClient
 ) -> None:
     """systemctl reload: the config file loses SameHostFilter, SIGHUP, and a request that
     filter refused is scheduled by the same process."""
@@ -203,7 +170,7 @@ async def test_sighup_reloads_the_filters_of_the_running_daemon(
 
 
 async def test_sigterm_while_a_100_instance_batch_is_in_flight_still_answers_it(
-    serve: Daemon, seeded: SeededStack, relay: Relay, client: OsloSchedulerClient
+    serve: ServeProcess, seeded: SeededStack, relay: Relay, client: OsloSchedulerClient
 ) -> None:
     assert serve.proc is not None
     uuids = [str(uuid.uuid4()) for _ in range(100)]
