@@ -7,6 +7,7 @@ classes. Anything else is reported as a generic failure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 
@@ -49,6 +50,18 @@ class NoValidHost(NovaException):
 
 class AllocationUpdateFailed(NovaException):
     msg_fmt = "Failed to update allocations for consumer %(consumer_uuid)s. Error: %(error)s"
+
+
+class ConsumerHeld(AllocationUpdateFailed):
+    """A new claim met a consumer that already holds allocations of the same project and
+    user: a redelivered request whose first delivery's process claimed and died. ``held`` is
+    that allocation (provider uuid -> resources), for the caller to adopt or refuse."""
+
+    def __init__(
+        self, *, consumer_uuid: str, error: str, held: Mapping[str, Mapping[str, int]]
+    ) -> None:
+        super().__init__(consumer_uuid=consumer_uuid, error=error)
+        self.held = held
 
 
 class AllocationDeleteFailed(NovaException):

@@ -27,7 +27,7 @@ from yarl import URL
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.dsn import redact_url
 from asyncsched.conf.options import Config, PlacementOptions
-from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed
+from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, ConsumerHeld
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.errors import (
@@ -542,7 +542,8 @@ class PlacementClient:
         code, detail = error_code(body), error_detail(body)
         if code == "placement.concurrent_update":
             if "consumer generation conflict" in detail:
-                if consumer_generation is None and await self._already_ours(consumer_uuid, payload):
+                if consumer_generation is None:
+                    await self._held_already(consumer_uuid, payload)  # True or raises
                     return True
                 raise AllocationUpdateFailed(
                     consumer_uuid=consumer_uuid,
@@ -558,26 +559,32 @@ class PlacementClient:
         )
         return False
 
-    async def _already_ours(self, consumer_uuid: str, payload: Mapping[str, Any]) -> bool:
-        """After a resent PUT (aiohttp retries a PUT on a dropped keep-alive socket), the
-        'conflict' may be our own first write: the consumer then holds exactly our allocation."""
+    async def _held_already(self, consumer_uuid: str, payload: Mapping[str, Any]) -> None:
+        """A new claim met a consumer that holds allocations. After a resent PUT (aiohttp
+        retries a PUT on a dropped keep-alive socket) it is our own first write: exactly our
+        allocation, so return. Another allocation of the same project and user is a
+        redelivered request's first claim (its process died unacked): ConsumerHeld carries it
+        for the caller to adopt. Anything else is another process's consumer."""
+        changed = f"another process changed the consumer {consumer_uuid} during the claim"
         try:
             current = await self.get_allocations(consumer_uuid)
         except PlacementError:
-            return False
+            raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error=changed) from None
         held = {
             rp: dict(a.get("resources") or {})
             for rp, a in (current.get("allocations") or {}).items()
         }
         wanted = {rp: dict(a["resources"]) for rp, a in payload["allocations"].items()}
-        mine = (
-            held == wanted
-            and current.get("project_id") == payload.get("project_id")
-            and current.get("user_id") == payload.get("user_id")
-        )
-        if mine:
+        same_owner = current.get("project_id") == payload.get("project_id") and current.get(
+            "user_id"
+        ) == payload.get("user_id")
+        if same_owner and held == wanted:
             LOG.info("placement: claim for %s was already applied (resent request)", consumer_uuid)
-        return mine
+            return
+        if same_owner and held:
+            LOG.info("placement: %s already holds allocations on %s", consumer_uuid, sorted(held))
+            raise ConsumerHeld(consumer_uuid=consumer_uuid, error=changed, held=held)
+        raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error=changed)
 
     async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
         """Capacity and usage of one provider (the guard's UsageSource).

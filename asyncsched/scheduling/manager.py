@@ -28,6 +28,7 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import (
     AllocationUpdateFailed,
     ConfigError,
+    ConsumerHeld,
     NoValidHost,
     PlacementError,
 )
@@ -60,8 +61,12 @@ class _Placed:
     """One instance placed by this request."""
 
     uuid: str
-    base: int  # index into RequestHosts
+    base: int  # index into RequestHosts (-1: adopted on a host outside them)
     alloc: Mapping[str, Any] | None
+    adopted: HostState | None = None  # the host when base is -1
+
+    def host(self, hosts: RequestHosts) -> HostState:
+        return self.adopted if self.adopted is not None else hosts.states[self.base]
 
 
 class _Request:
@@ -96,15 +101,24 @@ class _Request:
     # -- consumption -----------------------------------------------------------------------
 
     async def consume(self, base: int, spec: RequestSpec, instance_uuid: str) -> None:
-        host = self.hosts.states[base]
+        alloc = self.hosts.cands[base][0] if self.hosts.cands[base] else None
+        limits = self.hosts.limits.get(base, {}).get("numa_topology")
+        await self.consume_on(self.hosts.states[base], spec, instance_uuid, alloc, limits)
+
+    async def consume_on(
+        self,
+        host: HostState,
+        spec: RequestSpec,
+        instance_uuid: str,
+        alloc: Mapping[str, Any] | None,
+        limits: object,
+    ) -> None:
         async with host.lock:
             placed: PlacedNumaPci | None = None
             wants = spec.numa_topology is not None or (
                 spec.pci_requests is not None and spec.pci_requests.requests
             )
             if wants and place_numa_pci is not None:
-                alloc = self.hosts.cands[base][0] if self.hosts.cands[base] else None
-                limits = self.hosts.limits.get(base, {}).get("numa_topology")
                 try:
                     placed = place_numa_pci(
                         host,
@@ -426,7 +440,7 @@ class SchedulerManager:
         out: list[list[Selection]] = []
         for i, p in enumerate(req.placed):
             await req.pacer.tick()
-            host = hosts.states[p.base]
+            host = p.host(hosts)
             first = make_selection(
                 host,
                 config,
@@ -485,11 +499,15 @@ class SchedulerManager:
             waited = time.perf_counter()
             results = await batch.wait()
             req.claim_wait += time.perf_counter() - waited
-            failed: list[ClaimResult] = [r for r in results.values() if not r.ok]
-            for r in failed:
+            failed: list[ClaimResult] = []
+            for r in results.values():
+                if r.ok:
+                    continue
                 if isinstance(r.error, AllocationUpdateFailed):
-                    raise r.error
-            if not failed:
+                    await self._adopt(req, batch, spec, r.error)  # or raises
+                else:
+                    failed.append(r)
+            if not failed:  # every claim answered: ok or adopted
                 return
             position = {p.uuid: i for i, p in enumerate(req.placed)}
             for r in failed:
@@ -521,6 +539,34 @@ class SchedulerManager:
                     raise NoValidHost(reason=NOT_ENOUGH)
                 req.placed[pos] = req.placed.pop()  # the retry takes the old one's place
 
+    async def _adopt(
+        self, req: _Request, batch: ClaimBatch, spec: RequestSpec, err: AllocationUpdateFailed
+    ) -> None:
+        """A redelivered call whose first delivery claimed this instance and died unacked:
+        answer with the host Placement already holds it on (select_destinations is
+        idempotent per instance uuid). A held allocation that differs from what we asked
+        for, or lies on no known host, keeps the failure."""
+        uuid = str(err.kwargs.get("consumer_uuid"))
+        pos = next((i for i, p in enumerate(req.placed) if p.uuid == uuid), None)
+        held = err.held if isinstance(err, ConsumerHeld) else {}
+        alloc = {"allocations": {rp: {"resources": dict(res)} for rp, res in held.items()}}
+        roots = self.cache.get_by_uuids(held)
+        if pos is None or len(roots) != 1 or _totals(alloc) != _totals(req.placed[pos].alloc):
+            raise AllocationUpdateFailed(err.message, **err.kwargs) from err
+        host, old = roots[0], req.placed[pos]
+        await req.release(old.base, old.uuid)
+        batch.forget(old.uuid)
+        base = next((i for i, s in enumerate(req.hosts.states) if s is host), -1)
+        limits = req.hosts.limits.get(base, {}).get("numa_topology")
+        one = dataclasses.replace(spec, instance_uuid=uuid)
+        await req.consume_on(host, one, uuid, alloc, limits)
+        req.placed[pos] = _Placed(uuid, base, alloc, host if base < 0 else None)
+        LOG.warning(
+            "%s already holds allocations on %s (a redelivered request): answering with that host",
+            uuid,
+            host.nodename,
+        )
+
     async def _alternates(
         self,
         req: _Request,
@@ -543,7 +589,7 @@ class SchedulerManager:
         selected = {p.base for p in req.placed}
         for i, p in enumerate(req.placed):
             await req.pacer.tick()
-            cell = hosts.states[p.base].cell_uuid
+            cell = p.host(hosts).cell_uuid
             for base in order:
                 if len(out[i]) >= num_alts:
                     break
@@ -563,6 +609,15 @@ class SchedulerManager:
                     )
                 )
         return out
+
+
+def _totals(allocs: Mapping[str, Any] | None) -> dict[str, int]:
+    """Resources by class over every provider of an allocation (request or held)."""
+    out: dict[str, int] = {}
+    for a in ((allocs or {}).get("allocations") or {}).values():
+        for rc, n in (a.get("resources") or {}).items():
+            out[rc] = out.get(rc, 0) + int(n)
+    return out
 
 
 def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, req: _Request | None) -> str:

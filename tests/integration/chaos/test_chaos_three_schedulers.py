@@ -81,10 +81,12 @@ async def test_sigkill_one_of_three_mid_batch(roomy: ChaosStack, amqp_url: str) 
         client.close()
         await relay.close()
     found = await audit(roomy.placement, roomy.cloud)
+    adopted = sum(d.stderr().count("already holds allocations") for d in others)
     figure(
         "SIGKILL 1 of 3",
         f"{calls} calls x {per_call} instances; {held} unacked at the kill; outcomes "
-        f"{kinds(outcomes)}; all answered {t_done - t_kill:.1f} s after the kill; "
+        f"{kinds(outcomes)}; {adopted} claims of the dead process adopted; "
+        f"all answered {t_done - t_kill:.1f} s after the kill; "
         f"{latency_line(outcomes)}",
     )
     assert held > 0, roomy.stderr_tails()

@@ -20,6 +20,7 @@ from asyncsched.exceptions import (
     AllocationDeleteFailed,
     AllocationUpdateFailed,
     ConfigError,
+    ConsumerHeld,
     PlacementError,
 )
 from asyncsched.placement.candidates import Candidates
@@ -381,8 +382,14 @@ async def test_resent_claim_that_was_already_applied_counts_as_claimed(
     ar = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
     assert await client.claim("c8", ar, project_id="p", user_id="u") is True
     # someone else's allocation under the same consumer is still a real conflict
-    with pytest.raises(AllocationUpdateFailed):
+    with pytest.raises(AllocationUpdateFailed) as err:
         await client.claim("c8", ar, project_id="p", user_id="other-user")
+    assert type(err.value) is AllocationUpdateFailed
+    # ours elsewhere (a redelivered call's first claim): the held allocation, to adopt
+    other = {"allocations": {"rp2": {"resources": {"VCPU": 1}}}}
+    with pytest.raises(ConsumerHeld) as held_err:
+        await client.claim("c8", other, project_id="p", user_id="u")
+    assert held_err.value.held == {"rp1": {"VCPU": 1}}
 
 
 # ---- delete / rollback ----

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from asyncsched.exceptions import PlacementError
+from asyncsched.exceptions import ConsumerHeld, PlacementError
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
@@ -139,6 +139,12 @@ class FakePlacement:
     ) -> bool:
         rp = next(iter(allocation_request["allocations"]))
         self.claims.append((consumer_uuid, rp))
+        held = self.allocations.get(consumer_uuid)
+        if held is not None and not may_have_allocations:  # as PlacementClient reports it
+            mine = {r: a["resources"] for r, a in held["allocations"].items()}
+            if held["allocations"] == allocation_request["allocations"]:
+                return True
+            raise ConsumerHeld(consumer_uuid=consumer_uuid, error="conflict", held=mine)
         if rp in self.refuse:
             return False
         used = self._used(rp)

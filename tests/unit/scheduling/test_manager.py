@@ -188,6 +188,63 @@ async def test_consumer_generation_conflict_propagates_after_rollback() -> None:
     assert placement.allocations == {} and cache.consumed == {}
 
 
+SMALL = {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10}
+
+
+def held_on(rp: str, resources: dict[str, int] = SMALL) -> dict[str, Any]:
+    """What a dead scheduler's first claim for a redelivered call left in Placement."""
+    return {"allocations": {rp: {"resources": dict(resources)}}}
+
+
+async def test_redelivered_call_adopts_the_allocation_a_dead_process_left() -> None:
+    hosts = cloud(3)  # the weigher would pick cmp0; the dead process claimed cmp2
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(2)
+    placement.allocations[uuids[1]] = held_on(hosts[2].uuid)
+    out = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert out[1][0].service_host == "cmp2"
+    assert json.loads(out[1][0].allocation_request or "null") == held_on(hosts[2].uuid)
+    assert out[0][0].service_host == "cmp0"
+    assert placement.allocations[uuids[1]] == held_on(hosts[2].uuid)  # answered, not leaked
+    assert set(placement.allocations) == set(uuids)
+    assert cache.consumed[uuids[1]][0] == hosts[2].uuid  # consumed where it is allocated
+    assert {u for u, (h, _) in cache.consumed.items() if h == hosts[1].uuid} == set()
+    assert hosts[1].num_instances == 0 and hosts[2].num_instances == 1
+
+
+async def test_redelivered_call_adopts_a_host_outside_the_candidates() -> None:
+    hosts = cloud(2)
+    extra = host("cmp9", cell_uuid="cell0", free_ram_mb=512, total_usable_ram_mb=8192)
+    cache = FakeCache([*hosts, extra])
+    placement = FakePlacement(hosts)
+    mgr = SchedulerManager(config(), cache, placement, clock=lambda: NOW)
+    spec, uuids = boot(1)
+    placement.allocations[uuids[0]] = held_on(extra.uuid)
+    out = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert [s.service_host for s in out[0]] == ["cmp9", "cmp0", "cmp1"]  # alternates still
+    assert cache.consumed[uuids[0]][0] == extra.uuid and hosts[0].num_instances == 0
+
+
+@pytest.mark.parametrize(
+    "resources, known",
+    [({"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10}, True), (SMALL, False)],
+    ids=["other-resources", "unknown-provider"],
+)
+async def test_held_allocation_that_does_not_fit_keeps_the_failure(
+    resources: dict[str, int], known: bool
+) -> None:
+    hosts = cloud(3)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(2)
+    rp = hosts[2].uuid if known else str(uuid.uuid4())
+    placement.allocations[uuids[1]] = held_on(rp, resources)
+    with pytest.raises(AllocationUpdateFailed) as err:
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert type(err.value) is AllocationUpdateFailed  # the wire name callers know
+    assert placement.allocations == {uuids[1]: held_on(rp, resources)}  # not ours to delete
+    assert cache.consumed == {}
+
+
 async def test_impossible_flavor_no_valid_host_leaves_no_allocation() -> None:
     mgr, _, placement = manager(cloud(3))
     spec, uuids = boot(flavor=Flavor(memory_mb=10**6, vcpus=1, root_gb=1))
