@@ -31,7 +31,7 @@ keystone:
 	tools/keystone_venv.sh
 
 test: bootstrap services keystone lint
-	$(VENV)/pytest -q -p no:cacheprovider
+	$(VENV)/pytest -q -p no:cacheprovider -m "not chaos_big"
 
 unit: bootstrap
 	$(VENV)/pytest -q tests/unit

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import pytest_asyncio
 
-from tests.integration.chaos.conftest import BIG, figure, size
+from tests.integration.chaos.conftest import figure, size
 from tests.support import broker
 from tests.support.chaos import (
     ChaosStack,
@@ -157,7 +157,9 @@ async def test_tight_cloud_three_schedulers_never_overcommit(amqp_url: str) -> N
     assert placed <= CAPACITY
 
 
-@pytest.mark.skipif(not BIG, reason="the race needs the big size to show reliably: make chaos")
+# The race needs the big size to show at all (README "Faults and load", finding 3): only
+# `make chaos` runs this; `make test` deselects the marker rather than skipping it.
+@pytest.mark.chaos_big
 async def test_tight_cloud_without_the_guard_shows_the_race(amqp_url: str) -> None:
     """Two hosts, so all three schedulers contend for the same last slots."""
     outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=2, per_host=8)
