@@ -1,7 +1,7 @@
-"""``asyncsched serve --config-file F`` in a subprocess, run the way systemd runs it.
+"""Writing a daemon's config file and serving it (``serving``) for the e2e and admin tests.
 
-One way to start, wait for and stop the real daemon, for the e2e and admin tests and for
-``tools/demo.py`` (importable without pytest).
+The process itself is :class:`tests.support.serve_process.ServeProcess`, the one way the tests
+start, wait for and stop the real ``asyncsched serve``.
 """
 
 from __future__ import annotations
@@ -9,47 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from asyncsched.conf.options import Config
 from tests.support.cloud import config_file_text
-from tests.support.notify_listener import NotifyListener
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Daemon:
-    """``asyncsched serve`` in a subprocess with a notify socket, stderr kept in a file."""
-
-    def __init__(self, conf: Path, log: Path) -> None:
-        self.conf = conf
-        self.log = log
-        self.listener = NotifyListener()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
-        with open(self.log, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.listener.close()
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+from tests.support.serve_process import ServeProcess
 
 
 def write_config(folder: Path, config: Config, *, admin_token: str | None = None) -> Path:
@@ -66,9 +31,9 @@ def write_config(folder: Path, config: Config, *, admin_token: str | None = None
 
 
 @contextlib.asynccontextmanager
-async def serving(conf: Path, ready_timeout: float = 60.0) -> AsyncIterator[Daemon]:
+async def serving(conf: Path, ready_timeout: float = 60.0) -> AsyncIterator[ServeProcess]:
     """The daemon started and READY=1; its stderr printed if the body fails; killed after."""
-    daemon = Daemon(conf, conf.parent / "stderr.log")
+    daemon = ServeProcess(conf, conf.parent / "stderr.log")
     daemon.start()
     try:
         ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", ready_timeout)

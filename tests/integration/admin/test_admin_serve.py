@@ -31,7 +31,7 @@ from tests.support.cloud import (
     decode_reply,
     seed_cloud,
 )
-from tests.support.daemon import Daemon, serving, write_config
+from tests.support.daemon import serving, write_config
 from tests.support.net import free_port
 from tests.support.nova_db import NovaDB, url_for
 from tests.support.oslo_caller import (
@@ -41,6 +41,7 @@ from tests.support.oslo_caller import (
 )
 from tests.support.placement_server import PlacementServer
 from tests.support.private_broker import PrivateBroker, private_broker
+from tests.support.serve_process import ServeProcess
 from tests.support.tcp_proxy import TcpProxy, tcp_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -52,7 +53,7 @@ FLIP = 30.0  # seconds a probe may take to flip
 
 @dataclass
 class Stack:
-    daemon: Daemon
+    daemon: ServeProcess
     admin: str
     broker: PrivateBroker
     proxy: TcpProxy

@@ -22,9 +22,9 @@ from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
 from tests.integration.e2e.test_e2e_serve import AZ1, SMALL
 from tests.support.cloud import config_file_text, daemon_config, decode_reply
-from tests.support.daemon import Daemon
 from tests.support.notification_listener import NotificationListener
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
+from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -69,12 +69,12 @@ async def serve(
     module_amqp_url: str,
     listener: NotificationListener,
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[tuple[Daemon, str]]:
+) -> AsyncIterator[tuple[ServeProcess, str]]:
     tmp = tmp_path_factory.mktemp("dropin")
     host = f"e2e-dropin-{uuid.uuid4().hex[:8]}"
     conf = tmp / "nova.conf"
     conf.write_text(nova_conf(seeded, module_amqp_url, host))
-    daemon = Daemon(conf, tmp / "stderr.log")
+    daemon = ServeProcess(conf, tmp / "stderr.log")
     daemon.start()
     try:
         await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
@@ -87,7 +87,7 @@ async def serve(
 
 
 async def test_admin_token_nova_conf_serves_novas_client_and_notifies(
-    serve: tuple[Daemon, str],
+    serve: tuple[ServeProcess, str],
     seeded: SeededStack,
     module_amqp_url: str,
     listener: NotificationListener,

@@ -32,7 +32,7 @@ from tests.support.cloud import (
     decode_reply,
     seed_cloud,
 )
-from tests.support.daemon import Daemon, serving, write_config
+from tests.support.daemon import serving, write_config
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
@@ -40,6 +40,7 @@ from tests.support.oslo_caller import (
     request_spec_primitive,
 )
 from tests.support.placement_server import PlacementServer
+from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -64,7 +65,7 @@ class Stack:
     db: NovaDB
     placement: PlacementServer
     cloud: Cloud
-    daemon: Daemon
+    daemon: ServeProcess
     url: str
     token_file: Path
 
