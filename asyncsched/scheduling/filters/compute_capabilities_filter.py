@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from collections.abc import Sequence
 from typing import Any
 
@@ -130,5 +131,29 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
         return self.state_passes(host.state, spec)
 
     def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
+        """Hosts whose checked attributes are plain values (most extra specs name one such
+        attribute or stat) share one verdict per distinct value tuple; the rest walk."""
         checks = _specs(spec)
-        return [self._passes(s, checks) for s in states]
+        if not checks:
+            return [None] * len(states)
+        plain = all(len(scope) == 1 and scope[0] in _SAME for scope, _, _ in checks)
+        if not plain:
+            return [self._passes(s, checks) for s in states]
+        getters = [attrgetter(scope[0]) for scope, _, _ in checks]
+        names = [scope[0] for scope, _, _ in checks]
+        memo: dict[tuple[Any, ...], str | None] = {}
+        out: list[str | None] = []
+        for s in states:
+            # _get_capability's first step: the attribute, else the stat of that name
+            key = tuple([g(s) for g in getters])
+            if None in key:
+                key = tuple(
+                    v if v is not None else s.stats.get(n) for v, n in zip(key, names, strict=True)
+                )
+            try:
+                out.append(memo[key])
+            except KeyError:
+                out.append(memo.setdefault(key, self._passes(s, checks)))
+            except TypeError:  # an unhashable value (a stats dict): no sharing for it
+                out.append(self._passes(s, checks))
+        return out
