@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from operator import attrgetter
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from asyncsched.objects.models import RequestSpec
