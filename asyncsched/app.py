@@ -49,6 +49,7 @@ from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
 from asyncsched.scheduling.candidates import CandidateSource
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
@@ -239,6 +240,8 @@ def build_daemon(
     placement = PlacementClient.from_config(config, recorder=metrics)
     mirror = PlacementMirror.from_config(config)
     candidates = CandidateSource(placement, mirror)  # the mirror, else the shared GET
+    if mirror is not None and placement.guard is not None:  # claims confirmed from its DB
+        placement.guard.usages = DatabaseUsage(mirror.usage, placement)
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
     manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)

@@ -24,6 +24,7 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
+from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 
 LOG = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class PlacementMirror:
         self._wake = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._stats = _Stats()
+        # the overcommit guard's fresh reads of one provider, on connections of their own
+        self.usage = ProviderUsageReader(self.dsn, timeout=query_timeout, redacted=self.redacted)
 
     @classmethod
     def from_config(cls, config: Config) -> PlacementMirror | None:
@@ -127,6 +130,7 @@ class PlacementMirror:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._drop_conn()
+        await self.usage.close()
 
     async def _loop(self) -> None:
         failures = 0

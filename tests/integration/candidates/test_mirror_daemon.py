@@ -17,6 +17,7 @@ import pytest_asyncio
 
 from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.service import Service
 from tests.integration.candidates.conftest import ReadOnlyRole
 from tests.integration.e2e.checks import allocations
@@ -111,6 +112,11 @@ async def test_boots_take_the_mirror_path_and_are_claimed(stack: Stack) -> None:
             "DISK_GB": 20,
         }
     assert len({s[0].service_host for s in sels}) == 4  # the weighers spread them
+    # the overcommit guard confirmed each claim from Placement's database (read-only role)
+    guard = stack.daemon.placement.guard
+    assert guard is not None and isinstance(guard.usages, DatabaseUsage)
+    assert (guard.usages.reads, guard.usages.fallbacks) == (4, 0)
+    assert guard.stats.confirmed == 4
 
 
 async def test_a_host_filled_behind_the_mirror_is_refused_and_the_boot_lands_elsewhere(

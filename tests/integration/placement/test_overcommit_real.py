@@ -4,7 +4,8 @@ Placement 16.0.0 on PostgreSQL accepts concurrent ``PUT /allocations`` on one pr
 its capacity (issue #13: 15 of 20 rounds). Each PlacementClient here stands for one scheduler
 process (a client never races itself: it claims one at a time per provider). With the guard
 off the race shows; with it on, no round ends over capacity and what the clients report
-claimed is exactly what Placement holds.
+claimed is exactly what Placement holds, whether the guard reads usage through Placement's API
+or (with the Placement mirror configured) straight from Placement's database.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
+from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
-from tests.support.placement_server import PlacementServer
+from asyncsched.placement.usage import ProviderUsage
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.state.placement_mirror.usage import ProviderUsageReader
+from tests.support.placement_server import PG_HOST, PG_USER, PlacementServer
 
 pytestmark = pytest.mark.integration
 
@@ -37,19 +42,28 @@ def busy_placement() -> Iterator[PlacementServer]:
 async def schedulers(
     busy_placement: PlacementServer, request: pytest.FixtureRequest
 ) -> AsyncIterator[list[PlacementClient]]:
-    guard: bool = request.param
+    guard: str = request.param  # "off", "api" or "db"
     clients = [
-        PlacementClient(busy_placement.options, claim_backoff=0.05, overcommit_guard=guard)
+        PlacementClient(busy_placement.options, claim_backoff=0.05, overcommit_guard=guard != "off")
         for _ in range(RACERS)
     ]
+    readers: list[ProviderUsageReader] = []
     for c in clients:
         if c.guard is not None:
             c.guard.backoff = 0.3  # a shorter race window keeps the test short
+            if guard == "db":
+                readers.append(reader_for(busy_placement))
+                c.guard.usages = DatabaseUsage(readers[-1], c)
     await asyncio.gather(*(c.start() for c in clients))
     try:
         yield clients
     finally:
-        await asyncio.gather(*(c.close() for c in clients))
+        await asyncio.gather(*(c.close() for c in clients), *(r.close() for r in readers))
+
+
+def reader_for(server: PlacementServer) -> ProviderUsageReader:
+    dsn = f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}"
+    return ProviderUsageReader(dsn, timeout=5.0, redacted=dsn)
 
 
 async def race_rounds(
@@ -100,7 +114,7 @@ async def race_rounds(
     return over, kept
 
 
-@pytest.mark.parametrize("schedulers", [False], indirect=True, ids=["guard-off"])
+@pytest.mark.parametrize("schedulers", ["off"], indirect=True, ids=["guard-off"])
 async def test_without_the_guard_concurrent_claims_overcommit(
     busy_placement: PlacementServer, schedulers: list[PlacementClient]
 ) -> None:
@@ -108,7 +122,7 @@ async def test_without_the_guard_concurrent_claims_overcommit(
     assert over, f"Placement never overcommitted in {ROUNDS} rounds: this test shows nothing"
 
 
-@pytest.mark.parametrize("schedulers", [True], indirect=True, ids=["guard-on"])
+@pytest.mark.parametrize("schedulers", ["api", "db"], indirect=True, ids=["guard-api", "guard-db"])
 async def test_with_the_guard_no_round_ends_over_capacity(
     busy_placement: PlacementServer, schedulers: list[PlacementClient]
 ) -> None:
@@ -120,3 +134,47 @@ async def test_with_the_guard_no_round_ends_over_capacity(
     assert raced > 0 and backed_out > 0, (raced, backed_out)
     # usually one of the racers keeps the slot; both backing out loses it, never overfills it
     assert kept >= ROUNDS // 2, f"the free slot was kept in only {kept} of {ROUNDS} rounds"
+
+
+async def test_database_usage_is_what_placements_api_says(busy_placement: PlacementServer) -> None:
+    """Reserved, allocation ratios and several classes: the database read and the API agree,
+    and a provider the database does not know is asked of the API (which then fails)."""
+    reader = reader_for(busy_placement)
+    async with PlacementClient(busy_placement.options) as client:
+        source = DatabaseUsage(reader, client)
+        try:
+            async with busy_placement.seeder() as s:
+                rp = await s.compute_node(
+                    f"ratio-{uuidlib.uuid4().hex[:8]}",
+                    vcpus=6,
+                    memory_mb=3000,
+                    cpu_allocation_ratio=2.5,
+                )
+                status, inv = await s.call("GET", f"/resource_providers/{rp}/inventories")
+                assert status == 200
+                inv["inventories"]["MEMORY_MB"]["reserved"] = 512
+                inv["inventories"]["MEMORY_MB"]["allocation_ratio"] = 1.3
+                status, _ = await s.call("PUT", f"/resource_providers/{rp}/inventories", inv)
+                assert status == 200, inv
+            ar = {"allocations": {rp: {"resources": {"VCPU": 4, "MEMORY_MB": 700}}}}
+            assert await client.claim(str(uuidlib.uuid4()), ar, project_id="p", user_id="u")
+            from_db = await source.provider_usage(rp)
+            from_api = await client.provider_usage(rp)
+            assert (
+                from_db
+                == from_api
+                == ProviderUsage(
+                    {
+                        "VCPU": 15,
+                        "MEMORY_MB": int((3000 - 512) * 1.3),
+                        "DISK_GB": from_api.capacity["DISK_GB"],
+                    },
+                    {"VCPU": 4, "MEMORY_MB": 700},
+                )
+            )
+            assert (source.reads, source.fallbacks) == (1, 0)
+            with pytest.raises(PlacementError):
+                await source.provider_usage(str(uuidlib.uuid4()))
+            assert source.fallbacks == 1
+        finally:
+            await reader.close()
