@@ -7,6 +7,7 @@ breaks a load: that field falls back to None/empty and one warning is logged per
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -149,9 +150,13 @@ def parse_metrics(text: str | None) -> dict[str, float]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_supported_instances(text: str | None) -> tuple[tuple[str, str, str], ...]:
     """compute_nodes.supported_instances: JSON list of [arch, hv_type, vm_mode], each triple
-    canonicalised as nova's ``HVSpec.from_list`` does (its fields are enums)."""
+    canonicalised as nova's ``HVSpec.from_list`` does (its fields are enums).
+
+    Cached by text: a cloud has a handful of distinct lists, so refreshes skip the JSON and
+    hosts with equal lists share one (immutable) tuple, which filters can key by identity."""
     if not text:
         return ()
     data = json.loads(text)

@@ -145,7 +145,7 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
         out: list[str | None] = []
         for s in states:
             # _get_capability's first step: the attribute, else the stat of that name
-            key = tuple([g(s) for g in getters])
+            key = (getters[0](s),) if len(getters) == 1 else tuple([g(s) for g in getters])
             if None in key:
                 key = tuple(
                     v if v is not None else s.stats.get(n) for v, n in zip(key, names, strict=True)

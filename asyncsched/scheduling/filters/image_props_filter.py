@@ -116,20 +116,22 @@ class ImagePropertiesFilter(BaseHostFilter):
 
     def filter_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[str | None]:
         """One verdict per distinct (supported_instances, and what the request compares:
-        hypervisor version, cpu_info): a cloud has few, and 10,000 hosts cost a lookup each."""
+        hypervisor version, cpu_info): a cloud has few, and 10,000 hosts cost a lookup each.
+        The host list is keyed by identity (the row parser hands equal lists out as one
+        object; tuples do not cache their hash), which is exact while the states live."""
         props = spec.image_props
         checked = self._checked(props)
         if not any(checked):
             return [None] * len(states)
         by_version = bool(props.get("img_hv_requested_version"))
         by_cpu = bool(props.get("hw_maxphysaddr_bits"))
-        memo: dict[tuple[Any, ...], str | None] = {}
+        memo: dict[Any, str | None] = {}
         out: list[str | None] = []
         for s in states:
-            key = (
-                s.supported_instances,
-                s.hypervisor_version if by_version else None,
-                s.cpu_info if by_cpu else None,
+            key: Any = (
+                (id(s.supported_instances), s.hypervisor_version, s.cpu_info)
+                if by_version or by_cpu
+                else id(s.supported_instances)
             )
             if key in memo:
                 out.append(memo[key])
