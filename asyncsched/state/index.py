@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from asyncsched.state.host_state import HostState, ServiceInfo
 from asyncsched.state.images import ImageProps, PropsRead
-from asyncsched.state.rows import NodeSnapshot
+from asyncsched.state.rows import NodeSnapshot, service_info
 
 # (services.id, host, ServiceInfo or None when the row is deleted); deleted rows first
 ServiceRow = tuple[int, str, ServiceInfo | None]
@@ -42,6 +43,20 @@ class CellIndex:
     # instance uuid -> image properties (only instances on a host, only while wanted)
     image_props: dict[str, ImageProps] = field(default_factory=dict)
     image_props_loaded: bool = False  # a full read succeeded since they were wanted
+    # host -> (raw services row, its ServiceInfo): the watermark overlap re-reads each
+    # heartbeat's rows several times, and most re-read rows have not changed since
+    service_rows: dict[str, tuple[tuple[Any, ...], ServiceInfo]] = field(default_factory=dict)
+
+    def service_of(self, row: Mapping[str, Any]) -> ServiceInfo:
+        """The ServiceInfo of a live services row, parsed again only when the row changed."""
+        raw = tuple(row.values())
+        host = row["host"]
+        seen = self.service_rows.get(host)
+        if seen is not None and seen[0] == raw:
+            return seen[1]
+        svc = service_info(row)
+        self.service_rows[host] = (raw, svc)
+        return svc
 
     def forget_snap(self, node_uuid: str) -> None:
         snap = self.snaps.pop(node_uuid, None)

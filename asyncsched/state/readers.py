@@ -14,7 +14,7 @@ from typing import Any
 
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
-from asyncsched.state.rows import node_snapshot, service_info
+from asyncsched.state.rows import node_snapshot
 from asyncsched.state.sql import (
     CHUNK,
     INSTANCE_PAGE,
@@ -42,9 +42,9 @@ async def read_services(
         if r["deleted"]:
             out.append((r["id"], host, None))
             continue
-        svc = service_info(r)
+        svc = index.service_of(r)
         cur = index.services.get(host)
-        out.append((r["id"], host, cur if cur == svc else svc))
+        out.append((r["id"], host, cur if cur is svc or cur == svc else svc))
         if i % (4 * CHUNK) == 4 * CHUNK - 1:
             await asyncio.sleep(0)
     out.sort(key=lambda t: t[2] is not None)

@@ -147,3 +147,31 @@ def test_image_props_full_then_partial() -> None:
     index.move_instance("i2", None)  # gone: its properties go with it
     assert index.image_props == {}
     assert apply_image_props(index, None) == set()
+
+
+def test_a_reread_services_row_is_parsed_once_and_a_changed_one_again() -> None:
+    """The watermark overlap reads each heartbeat's row several times: an unchanged row gives
+    back the same ServiceInfo object; any changed column gives a new one with that change."""
+    from datetime import datetime
+
+    index = CellIndex()
+    row: dict[str, object] = {
+        "id": 7,
+        "host": "cmp-1",
+        "binary": "nova-compute",
+        "disabled": False,
+        "disabled_reason": None,
+        "forced_down": False,
+        "last_seen_up": datetime(2026, 11, 25, 12, 0, 0),
+        "created_at": datetime(2026, 1, 1),
+        "updated_at": datetime(2026, 11, 25, 12, 0, 0),
+        "version": 66,
+        "uuid": "5b2f0a3e-0000-4000-8000-000000000007",
+        "deleted": 0,
+    }
+    first = index.service_of(row)
+    assert index.service_of(dict(row)) is first
+    beat = index.service_of({**row, "updated_at": datetime(2026, 11, 25, 12, 0, 10)})
+    assert beat is not first and beat.updated_at is not None and beat.updated_at.second == 10
+    off = index.service_of({**row, "disabled": True, "disabled_reason": "maintenance"})
+    assert off.disabled and off.disabled_reason == "maintenance"
