@@ -66,13 +66,15 @@ class Names:
 
 
 UsageArrays = tuple[list[int], list[int], list[int]]  # provider ids, class ids, sums
+# provider ids, generations, roots, parents, name hashes (by id)
+ProviderArrays = tuple[list[int], list[int], list[int], list[int], list[int]]
 
 
 @dataclass(frozen=True, slots=True)
 class Prints:
     """What the previous refresh saw, to compare the next one with."""
 
-    providers: Mapping[int, tuple[int, int, int, int]]
+    providers: ProviderArrays
     usage: UsageArrays
 
 
@@ -139,19 +141,18 @@ async def read(
     read only for the providers that changed.
     """
     row = await conn.fetchrow(_PROVIDER_PRINTS)
-    keys = _keys(row)
+    arrays: ProviderArrays = (list(row[0]), list(row[1]), list(row[2]), list(row[3]), list(row[4]))
     urow = await conn.fetchrow(_USAGE_PRINTS)
     usage = (list(urow[0]), list(urow[1]), list(urow[2]))
     if old is None or prints is None:
-        changed: list[int] = list(keys)
+        changed: list[int] = list(arrays[0])
         removed: list[int] = []
     else:
-        changed = [i for i, k in keys.items() if prints.providers.get(i) != k]
-        removed = [i for i in prints.providers if i not in keys]
+        changed, removed = _providers_moved(prints.providers, arrays)
     touched = _usage_touched(prints.usage if prints is not None else None, usage)
     if names is None or changed or any(rc not in names.classes for rc in set(usage[1])):
         names = await _names(conn)
-    new = Prints(keys, usage)
+    new = Prints(arrays, usage)
     if old is not None and not changed and not removed and not touched:
         return RefreshResult(old, names, 0, 0, new)
     used = _used_of(usage, names, None if old is None else touched | set(changed))
@@ -202,10 +203,21 @@ async def read(
     return RefreshResult(state, names, len(changed), len(removed), new)
 
 
-def _keys(row: asyncpg.Record) -> dict[int, tuple[int, int, int, int]]:
-    """Provider id -> (generation, root, parent, hash of name): what a change moves."""
-    ids, gens, roots, parents, names = (list(x) for x in row)
-    return {i: (g, r, p, n) for i, g, r, p, n in zip(ids, gens, roots, parents, names, strict=True)}
+def _providers_moved(old: ProviderArrays, new: ProviderArrays) -> tuple[list[int], list[int]]:
+    """(changed, removed) provider ids. With the same providers (the usual refresh, claims
+    only moving generations) only the arrays that differ are walked, element by element."""
+    if old == new:
+        return [], []
+    ids = new[0]
+    if old[0] == ids:
+        moved: set[int] = set()
+        for before, after in zip(old[1:], new[1:], strict=True):
+            if before != after:
+                moved.update(i for i, a, b in zip(ids, before, after, strict=True) if a != b)
+        return sorted(moved), []
+    was = dict(zip(old[0], zip(*old[1:], strict=True), strict=True))
+    now = dict(zip(ids, zip(*new[1:], strict=True), strict=True))
+    return [i for i, k in now.items() if was.get(i) != k], [i for i in was if i not in now]
 
 
 def _usage_touched(old: UsageArrays | None, new: UsageArrays) -> set[int]:

@@ -1,0 +1,33 @@
+"""Which providers a refresh must read again: the array comparison is the dict one."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from asyncsched.state.placement_mirror.reader import ProviderArrays, _providers_moved
+
+
+def arrays(rows: dict[int, tuple[int, int, int, int]]) -> ProviderArrays:
+    ids = sorted(rows)
+    cols = [[rows[i][c] for i in ids] for c in range(4)]
+    return (ids, cols[0], cols[1], cols[2], cols[3])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_moved_providers_are_those_whose_keys_differ(seed: int) -> None:
+    rng = random.Random(seed)
+    before = {i: (rng.randint(0, 3), i, 0, rng.randint(0, 2)) for i in rng.sample(range(60), 30)}
+    after = dict(before)
+    for i in rng.sample(sorted(after), rng.randint(0, 6)):  # generation, parent or name moved
+        g, r, p, n = after[i]
+        field = rng.randrange(4)
+        after[i] = (g + (field == 0), r + (field == 1), p + (field == 2), n + (field == 3))
+    if rng.random() < 0.4:  # providers added and removed
+        for i in rng.sample(sorted(after), 2):
+            del after[i]
+        after[100 + seed] = (0, 100 + seed, 0, 0)
+    changed, removed = _providers_moved(arrays(before), arrays(after))
+    assert sorted(changed) == sorted(i for i, k in after.items() if before.get(i) != k)
+    assert sorted(removed) == sorted(i for i in before if i not in after)
