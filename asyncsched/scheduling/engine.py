@@ -76,7 +76,10 @@ class RequestHosts:
         return len(self.cur)
 
     def current_states(self) -> list[HostState]:
+        """The hosts left, in order (read-only: the base list itself while none is gone)."""
         states = self.states
+        if len(self.cur) == len(states):  # cur only ever narrows arange(n): nothing gone
+            return states
         return [states[i] for i in self.cur.tolist()]
 
     def _keep(self, mask: BoolArray, by: str) -> None:
