@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
+from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, DatabaseUnavailable
@@ -353,7 +354,9 @@ class HostStateCache:
         by_host: dict[int, tuple[HostState, list[str]]] = {}
         for host, instance_uuid in consumed:
             by_host.setdefault(id(host), (host, []))[1].append(instance_uuid)
+        pacer = Pacer()  # a host of thousands of instances is one step; many hosts are many
         for host, uuids in by_host.values():
+            await pacer.tick()
             try:
                 async with host.lock:
                     assumptions.release(
