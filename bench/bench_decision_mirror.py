@@ -41,11 +41,14 @@ from asyncsched.scheduling.engine import Ordering
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from asyncsched.state.placement_mirror import Inventory, MirrorState, Provider
+from asyncsched.state.rows import parse_supported_instances
 from bench.synthetic_cloud import NOW, make_cloud
+from tests.support.nova_db import SUPPORTED_INSTANCES as SUPPORTED
+from tests.support.oslo_caller import request_spec
 from tests.unit.scheduling.sched_fakes import FakeCache
 
 CLASSES = frozenset({"VCPU", "MEMORY_MB", "DISK_GB"})
-TRAITS = frozenset({"OWNER_NOVA", "COMPUTE_STATUS_DISABLED", "HW_CPU_X86_AVX"})
+TRAITS = frozenset({"OWNER_NOVA", "COMPUTE_STATUS_DISABLED", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"})
 CTX = RequestContext(request_id="req-bench", user_id="u", project_id="p")
 SPEC = RequestSpec(
     flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1.tiny"),
@@ -69,7 +72,7 @@ def provider(i: int, h: HostState) -> Provider:
             "MEMORY_MB": Inventory(ram, 0, 1, ram, 1, 1.5),
             "DISK_GB": Inventory(disk, 0, 1, disk, 1, 1.0),
         },
-        traits=frozenset({"OWNER_NOVA", "HW_CPU_X86_AVX"}),
+        traits=frozenset({"OWNER_NOVA", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"}),
         used={
             "VCPU": h.vcpus_used,
             "MEMORY_MB": ram - h.free_ram_mb,
@@ -157,9 +160,29 @@ def eager_order() -> Iterator[None]:
         Ordering.indices = lazy  # type: ignore[method-assign]
 
 
-async def run(n: int, boots: int, refresh: int, reuse: bool) -> tuple[float, list[str]]:
+def nova_spec() -> RequestSpec:
+    """What nova's conductor sends for a real boot (bench_candidates' request): image
+    properties, ``capabilities:`` and trait extra specs, so ImagePropertiesFilter and
+    ComputeCapabilitiesFilter have work to do on every host."""
+    spec = request_spec(vcpus=1, memory_mb=512, root_gb=1)
+    return replace(spec, availability_zone=None, instance_group=None, scheduler_hints={})
+
+
+def nova_hosts(hosts: list[HostState]) -> None:
+    """Hosts as libvirt/KVM computes report them (what the nova spec asks for)."""
+    for h in hosts:
+        h.hypervisor_type = "QEMU"
+        h.supported_instances = parse_supported_instances(SUPPORTED)
+        h.touch()
+
+
+async def run(
+    n: int, boots: int, refresh: int, reuse: bool, spec: RequestSpec = SPEC
+) -> tuple[float, list[str]]:
     """(CPU ms per boot, chosen host uuids) for ``boots`` one-instance boots."""
     hosts, aggs = make_cloud(n, random.Random(7))
+    if spec is not SPEC:
+        nova_hosts(hosts)
     mirror = Mirror(hosts)
     source = CandidateSource(AcceptAll(), mirror)  # type: ignore[arg-type]
     source._local = LocalCandidates(reuse_answers=reuse)
@@ -172,7 +195,7 @@ async def run(n: int, boots: int, refresh: int, reuse: bool) -> tuple[float, lis
             mirror.refresh()  # the mirror's background task: not on the request path
         instance = str(uuid.UUID(int=rng.getrandbits(128)))
         t0 = time.process_time()
-        got = await mgr.select_destinations(CTX, SPEC, [instance], True, True)
+        got = await mgr.select_destinations(CTX, spec, [instance], True, True)
         if i >= 5:  # the first boots build the columns and caches
             cpu += time.process_time() - t0
             chosen.append(got[0][0].compute_node_uuid)
@@ -180,14 +203,16 @@ async def run(n: int, boots: int, refresh: int, reuse: bool) -> tuple[float, lis
     return cpu * 1000.0 / boots, chosen
 
 
-async def main_async(sizes: list[int], boots: int, refresh: int) -> None:
+async def main_async(sizes: list[int], boots: int, refresh: int, which: str) -> None:
+    spec = nova_spec() if which == "nova" else SPEC
     print(
-        f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every {refresh})"
+        f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every "
+        f"{refresh}; {which} request)"
     )
     for n in sizes:
         with eager_order():
-            before, a = await run(n, boots, refresh, reuse=False)
-        after, b = await run(n, boots, refresh, reuse=True)
+            before, a = await run(n, boots, refresh, reuse=False, spec=spec)
+        after, b = await run(n, boots, refresh, reuse=True, spec=spec)
         assert a == b, "the two paths chose different hosts"
         print(
             f"  {n:>6} hosts: before {before:6.2f} ms  after {after:6.2f} ms  "
@@ -200,8 +225,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hosts", default="1000,10000")
     ap.add_argument("--boots", type=int, default=200)
     ap.add_argument("--refresh", type=int, default=20, help="boots between mirror refreshes")
+    ap.add_argument(
+        "--spec", choices=("tiny", "nova"), default="nova", help="m1.tiny alone, or a real boot"
+    )
     args = ap.parse_args(argv)
-    asyncio.run(main_async([int(x) for x in args.hosts.split(",")], args.boots, args.refresh))
+    sizes = [int(x) for x in args.hosts.split(",")]
+    asyncio.run(main_async(sizes, args.boots, args.refresh, args.spec))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ class HostColumns:
         self._writers: list[tuple[FloatArray, Callable[[HostState], float]]] = []
         self.gen: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
         self.num: dict[str, FloatArray] = {}
+        self.epoch = 0  # moves when rows are renumbered: anything kept by row is void
         self.register(columns)
 
     def __len__(self) -> int:
@@ -187,3 +188,4 @@ class HostColumns:
         fresh.slots(states)
         self._slot, self._states = fresh._slot, fresh._states
         self.gen, self.num, self._writers = fresh.gen, fresh.num, fresh._writers
+        self.epoch += 1

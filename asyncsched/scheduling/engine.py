@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ from asyncsched.scheduling.columns import (
     IntArray,
 )
 from asyncsched.scheduling.filters.base import BaseHostFilter
+from asyncsched.scheduling.verdicts import VerdictCache
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
 
@@ -164,11 +167,16 @@ class RequestHosts:
                 view = ColumnView(engine.columns, self.slots[self.cur])
                 mask, reasons = step.fast.run(view, engine.clock())
             elif step.state_only:
-                codes = f.filter_states(self.current_states(), spec)
-                mask = np.fromiter((c is None for c in codes), dtype=bool, count=len(codes))
-                reasons = (
-                    Counter(c for c in codes if c is not None) if not mask.all() else Counter()
-                )
+                key = f.verdict_key(spec)
+                if key is not None:
+                    slots = self.slots[self.cur]
+                    mask, reasons = engine.verdicts.run(f, key, spec, slots, self.current_states)
+                else:
+                    codes = f.filter_states(self.current_states(), spec)
+                    mask = np.fromiter(map(is_, codes, repeat(None)), dtype=bool, count=len(codes))
+                    reasons = (
+                        Counter(c for c in codes if c is not None) if not mask.all() else Counter()
+                    )
             else:
                 mask, reasons = self._filter_candidates(f, spec)
             self._count(f.name, reasons)
@@ -353,6 +361,7 @@ class DecisionEngine:
         self.filters = list(filters)
         self.weighers = list(weighers)
         self.columns = columns if columns is not None else HostColumns()
+        self.verdicts = VerdictCache(self.columns)  # per engine: SIGHUP starts afresh
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
         self.aggregate_keys: frozenset[str] = frozenset()

@@ -82,6 +82,12 @@ class BaseHostFilter:
         passes = self.state_passes
         return [passes(s, spec) for s in states]
 
+    def verdict_key(self, spec: RequestSpec) -> Hashable | None:
+        """For a state-only filter whose verdict is a pure function of the host's attributes
+        and this key (nothing else of the request, no clock): the engine then keeps each
+        host's verdict while the host does not change. None (the default): run every time."""
+        return None
+
     def column_mask(self) -> ColumnMask | None:
         """This filter's rule over numpy host columns, or None (the default).
 

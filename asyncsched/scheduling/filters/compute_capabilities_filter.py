@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -113,6 +113,9 @@ class ComputeCapabilitiesFilter(BaseHostFilter):
 
     def is_active(self, spec: RequestSpec) -> bool:
         return bool(_specs(spec))
+
+    def verdict_key(self, spec: RequestSpec) -> Hashable:
+        return tuple((tuple(scope), req, bare) for scope, req, bare in _specs(spec))
 
     @staticmethod
     def _passes(state: HostState, checks: list[tuple[list[str], str, bool]]) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -84,6 +84,14 @@ class ImagePropertiesFilter(BaseHostFilter):
 
     def is_active(self, spec: RequestSpec) -> bool:
         return any(self._checked(spec.image_props))
+
+    def verdict_key(self, spec: RequestSpec) -> Hashable:
+        props = spec.image_props
+        return (
+            self._checked(props),
+            props.get("img_hv_requested_version"),
+            props.get("hw_maxphysaddr_bits"),
+        )
 
     def _passes(
         self, state: HostState, props: ImageMetaProps, checked: tuple[str | None, ...]
