@@ -33,7 +33,7 @@ from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
-from asyncsched.scheduling.candidates.columns import RootColumns
+from asyncsched.scheduling.candidates.columns import BoolArray, RootColumns
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
@@ -84,10 +84,14 @@ class LocalCandidates:
 
     def __init__(self, *, reuse_answers: bool = True) -> None:
         self._reuse = reuse_answers
+        self.patched = 0  # answers brought from the previous state instead of built anew
         self._columns: RootColumns | None = None
         # the answer without pending claims, per query string, for self._answers_of only
         self._answers_of: MirrorState | None = None
-        self._answers: dict[str, Candidates] = {}
+        self._answers: dict[str, tuple[Candidates, BoolArray, list[Provider]]] = {}
+        self._prior: tuple[
+            MirrorState | None, dict[str, tuple[Candidates, BoolArray, list[Provider]]]
+        ] = (None, {})
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
@@ -110,27 +114,40 @@ class LocalCandidates:
         pending = pending or {}
         if self._reuse:
             return self._reused(state, request, g, pending)
-        return self._compute(state, request, g, pending)
+        return self._compute(state, request, g, pending)[0]
 
     def _reused(
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
     ) -> Candidates:
         """The state's answer for this query (computed once per state, with no pending claim),
         patched with this process's pending claims: a request over 10,000 unchanged hosts
-        then costs what the pending claims touch, not a pass over every host."""
+        then costs what the pending claims touch, not a pass over every host. A new state
+        (every refresh while claims land) patches the previous state's answer with the roots
+        that changed, unless a root joined the answer (then it is built anew, in order)."""
         if self._answers_of is not state:
+            self._prior = (self._answers_of, self._answers)
             self._answers_of, self._answers = state, {}
         key = request.to_querystring()
-        base = self._answers.get(key)
-        if base is None:
+        kept = self._answers.get(key)
+        if kept is None:
             if len(self._answers) >= ANSWERS:
                 del self._answers[next(iter(self._answers))]
-            base = self._answers[key] = self._compute(state, request, g, {})
+            prior_state, prior = self._prior
+            before = prior.get(key)
+            kept = None
+            if before is not None and prior_state is not None:
+                kept = self._patched(prior_state, state, request, g, before)
+                self.patched += kept is not None
+            if kept is None:
+                kept = self._compute(state, request, g, {})
+            self._answers[key] = kept
+        base = kept[0]
         return with_pending(state, base, g, pending) if pending else base
 
-    def _compute(
+    def _mask(
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
-    ) -> Candidates:
+    ) -> tuple[RootColumns, BoolArray, tuple[tuple[str, int], ...]]:
+        """The roots that can hold the whole request, as a mask over the state's columns."""
         wanted = tuple(sorted(g.resources.items()))
         cols = self.columns(state)
         mask = np.ones(len(cols), dtype=bool)
@@ -162,9 +179,69 @@ class LocalCandidates:
                     if not inv.fits(p.used.get(rc, 0) + mine.get(rc, 0), amount):
                         mask[row] = False
                         break
+        return cols, mask, wanted
+
+    def _compute(
+        self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
+    ) -> tuple[Candidates, BoolArray, list[Provider]]:
+        cols, mask, wanted = self._mask(state, request, g, pending)
         roots = cols.roots
         anchored = [roots[i] for i in np.flatnonzero(mask).tolist()]
-        return self._candidates(state, anchored, wanted, pending)
+        return self._candidates(state, anchored, wanted, pending), mask, roots
+
+    def _patched(
+        self,
+        prior_state: MirrorState,
+        state: MirrorState,
+        request: ResourceRequest,
+        g: RequestGroup,
+        before: tuple[Candidates, BoolArray, list[Provider]],
+    ) -> tuple[Candidates, BoolArray, list[Provider]] | None:
+        """``before`` (the answer over ``prior_state``) brought to ``state``: the roots that
+        left are dropped, the changed ones that stay get new summaries. None when that is
+        not the same answer as a fresh one (trees, other roots, a root that joined)."""
+        old, old_mask, old_roots = before
+        if state.has_trees or prior_state.has_trees:
+            return None
+        cols, mask, _ = self._mask(state, request, g, {})
+        roots = cols.roots
+        if len(roots) != len(old_roots) or len(mask) != len(old_mask):
+            return None
+        if (mask & ~old_mask).any():
+            return None  # a root joined: its place in the answer's order needs a full build
+        changed = [i for i in np.flatnonzero(mask).tolist() if roots[i] is not old_roots[i]]
+        if any(roots[i].id != old_roots[i].id for i in changed):
+            return None
+        left = np.flatnonzero(old_mask & ~mask).tolist()
+        if not left and not changed:
+            return (
+                Candidates(
+                    old.allocation_requests,
+                    old.provider_summaries,
+                    old.alloc_reqs_by_rp_uuid,
+                    old.version,
+                ),
+                mask,
+                roots,
+            )
+        by_rp = dict(old.alloc_reqs_by_rp_uuid)
+        summaries = dict(old.provider_summaries)
+        areqs = old.allocation_requests
+        if left:
+            dropped: set[int] = set()
+            for i in left:
+                u = old_roots[i].uuid
+                dropped.update(id(a) for a in by_rp.pop(u, ()))
+                summaries.pop(u, None)
+            areqs = [a for a in areqs if id(a) not in dropped]
+        cache = self._summaries
+        for i in changed:
+            p = roots[i]
+            hit = cache.get(p.id)
+            if hit is None or hit[0] is not p:
+                hit = cache[p.id] = (p, summary(state, p))
+            summaries[p.uuid] = hit[1]
+        return Candidates(list(areqs), summaries, by_rp, old.version), mask, roots
 
     def _candidates(
         self,
