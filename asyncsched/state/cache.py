@@ -611,6 +611,10 @@ class HostStateCache:
                 cell.images.full_needed = False
             await self._table.apply_read(cell, read, props, full=full)
             if full:
+                cell.index.service_stamps = dict(read.service_stamps)
+            else:
+                cell.index.service_stamps.update(read.service_stamps)
+            if full:
                 cell.last_full = self._clock()
                 self.metrics["full_resyncs"] += 1
             cell.watermark = read.db_now

@@ -46,6 +46,9 @@ class CellIndex:
     # host -> (raw services row, its ServiceInfo): the watermark overlap re-reads each
     # heartbeat's rows several times, and most re-read rows have not changed since
     service_rows: dict[str, tuple[tuple[Any, ...], ServiceInfo]] = field(default_factory=dict)
+    # services.id -> (updated_at, created_at, deleted_at) of the row as last applied: an
+    # incremental read fetches whole rows only where the stamp moved
+    service_stamps: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
 
     def service_of(self, row: Mapping[str, Any]) -> ServiceInfo:
         """The ServiceInfo of a live services row, parsed again only when the row changed."""

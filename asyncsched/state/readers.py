@@ -24,18 +24,36 @@ from asyncsched.state.sql import (
     SQL_NODES_ALL,
     SQL_NODES_CHANGED,
     SQL_NOW,
+    SQL_SERVICE_STAMPS_CHANGED,
     SQL_SERVICES_ALL,
-    SQL_SERVICES_CHANGED,
+    SQL_SERVICES_BY_ID,
 )
 
+Stamp = tuple[datetime | None, datetime | None, datetime | None]  # updated, created, deleted
 
-async def read_services(
-    db: NovaDatabase, index: CellIndex, sql: str, *args: Any
-) -> list[ServiceRow]:
-    """(id, host, ServiceInfo or None when deleted), deleted rows first."""
-    rows = await db.fetch(sql, *args)
+
+@dataclass(slots=True)
+class ServicesRead:
+    """The services rows read (deleted first) and the stamp of every row seen, by id."""
+
+    rows: list[ServiceRow]
+    stamps: dict[int, Stamp]
+
+
+async def read_services(db: NovaDatabase, index: CellIndex, since: datetime | None) -> ServicesRead:
+    """Every nova-compute service (``since`` None), else those changed since: their stamps
+    first, then whole rows only for the stamps not already applied (``index.service_stamps``)."""
+    if since is None:
+        rows = await db.fetch(SQL_SERVICES_ALL)
+    else:
+        changed = await db.fetch(SQL_SERVICE_STAMPS_CHANGED, since)
+        known = index.service_stamps
+        want = [r[0] for r in changed if known.get(r[0]) != (r[1], r[2], r[3])]
+        rows = await db.fetch(SQL_SERVICES_BY_ID, want) if want else []
     out: list[ServiceRow] = []
+    stamps: dict[int, Stamp] = {}
     for i, r in enumerate(rows):
+        stamps[r["id"]] = (r["updated_at"], r["created_at"], r["deleted_at"])
         host = r["host"]
         if not host:
             continue
@@ -48,7 +66,7 @@ async def read_services(
         if i % (4 * CHUNK) == 4 * CHUNK - 1:
             await asyncio.sleep(0)
     out.sort(key=lambda t: t[2] is not None)
-    return out
+    return ServicesRead(out, stamps)
 
 
 async def read_nodes(
@@ -112,6 +130,7 @@ class CellRead:
 
     db_now: datetime  # naive UTC, the next watermark
     services: list[ServiceRow]
+    service_stamps: dict[int, Stamp]  # applied with the read (full: the whole set)
     nodes: NodeRead
     insts: dict[str, str | None]
 
@@ -124,14 +143,14 @@ async def read_cell(
     db_now: datetime = now_rows[0]["now"]
     if since is None:
         services, nodes, insts = await asyncio.gather(
-            read_services(db, index, SQL_SERVICES_ALL),
+            read_services(db, index, None),
             read_nodes(db, index, cell_uuid, SQL_NODES_ALL),
             read_instances(db, SQL_INSTANCES_ALL),
         )
     else:
         services, nodes, insts = await asyncio.gather(
-            read_services(db, index, SQL_SERVICES_CHANGED, since),
+            read_services(db, index, since),
             read_nodes(db, index, cell_uuid, SQL_NODES_CHANGED, since),
             read_instances(db, SQL_INSTANCES_CHANGED, since),
         )
-    return CellRead(db_now, services, nodes, insts)
+    return CellRead(db_now, services.rows, services.stamps, nodes, insts)

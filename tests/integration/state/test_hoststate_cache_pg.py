@@ -688,3 +688,38 @@ async def test_casts_do_not_confirm_but_delete_releases(seeded: dict[str, Any]) 
         await cache.delete_instance_info("c1-a", "doomed")
         assert "doomed" not in a.assumed and "doomed" not in a.instances
         assert a.free_ram_mb == ram0 - 2048
+
+
+async def test_reread_services_rows_are_fetched_only_when_their_stamp_moved(
+    seeded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watermark overlap re-reads every recent services row: only the stamps are read
+    again, whole rows only for the services whose row changed since it was applied."""
+    from asyncsched.state.db import NovaDatabase
+    from asyncsched.state.sql import SQL_SERVICES_BY_ID
+
+    fetched: list[list[int]] = []
+    real_fetch = NovaDatabase.fetch
+
+    async def spying_fetch(self: NovaDatabase, sql: str, *args: Any) -> Any:
+        if sql == SQL_SERVICES_BY_ID:
+            fetched.append(sorted(args[0]))
+        return await real_fetch(self, sql, *args)
+
+    monkeypatch.setattr(NovaDatabase, "fetch", spying_fetch)
+    db: NovaDB = seeded["db"]
+    c1 = seeded["c1"]
+    async with HostStateCache(db.config(refresh_interval=3600)) as cache:
+        b = cache.get_by_uuid(seeded["c1b"])
+        assert b is not None and b.service is not None
+        await db.update_service(c1, "c1-b", disabled=True, disabled_reason="maintenance")
+        fetched.clear()
+        await cache.refresh()
+        assert fetched == [[b.service.id]]  # the other services are in the overlap, unchanged
+        assert b.service.disabled and b.service.disabled_reason == "maintenance"
+        fetched.clear()
+        await cache.refresh()  # the changed row is in the overlap now, and already applied
+        assert fetched == []
+        await db.update_service(c1, "c1-b", disabled=False)
+        await cache.refresh()
+        assert fetched == [[b.service.id]] and not b.service.disabled
