@@ -4,16 +4,15 @@ ImagePropertiesFilter and ComputeCapabilitiesFilter answer from a host's own att
 part of the request (``BaseHostFilter.verdict_key``). At 10,000 hosts a per-host Python call
 costs a few milliseconds per filter on every request, although almost no host changes between
 two requests. So each (filter, key) keeps one verdict per host row of :class:`HostColumns`
-with the host generation it was computed at (HostState.touch() moves it on every change, as
-the columns themselves rely on); a request then computes only the hosts whose generation
-moved and reads the rest in one numpy pass.
+with the row's host generation it was computed at (HostState.touch() moves it on every
+change, as the columns themselves rely on); a request then computes only the hosts whose
+generation moved and reads the rest in one numpy pass.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,6 @@ from asyncsched.scheduling.columns import BoolArray, HostColumns, IntArray
 from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.state.host_state import HostState
 
-_GEN = attrgetter("generation")
 #: (filter, key) pairs kept: distinct flavors/images in recent requests, each 2 arrays per host
 KEYS = 32
 
@@ -74,10 +72,13 @@ class VerdictCache:
         else:
             self._entries.move_to_end((f.name, key))
             entry.grow(size)
-        hosts = states()
-        gens = np.fromiter(map(_GEN, hosts), dtype=np.int64, count=len(hosts))
+        # The generations the request's start() brought the rows to (HostColumns.slots): a
+        # host changed since then is judged as it was then, or afresh and kept as of then
+        # (judged again on the next request); never a verdict for content it did not have.
+        gens = cols.gen[slots]
         stale = np.flatnonzero(entry.gen[slots] != gens)
         if len(stale):
+            hosts = states()
             at = stale.tolist()
             codes = f.filter_states([hosts[i] for i in at], spec)
             rows = slots[stale]
