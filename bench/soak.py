@@ -138,7 +138,7 @@ async def run(args: argparse.Namespace, rabbit: PrivateBroker, stack: ChaosStack
     end = t0 + args.minutes * 60
     blips: list[float] = []
     try:
-        beat = HealthBeat(daemon.conf.parent / "health.json", BEAT)
+        beat = HealthBeat(daemon.conf.parent / "health.json", BEAT, daemon.pid)
         with beat, ThreadPoolExecutor(max_workers=64) as pool:
             await asyncio.sleep(2)
             rss0 = daemon.rss_kb()

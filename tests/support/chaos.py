@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
 import statistics
 import tempfile
@@ -180,14 +181,21 @@ class HealthBeat:
     """The daemon's own heartbeat: it rewrites its health file every ``interval`` seconds
     from its event loop, so a gap between two writes longer than ``interval`` is time the loop
     could not run. A thread watches the file's mtime every 10 ms; ``worst_lag`` is the longest
-    gap minus the interval (configure ``refresh_interval`` = ``interval`` on the daemon)."""
+    gap minus the interval (configure ``refresh_interval`` = ``interval`` on the daemon).
 
-    def __init__(self, path: Path, interval: float) -> None:
+    With the daemon's ``pid``, the CPU it used during each gap is kept too: a long gap with
+    about as much CPU is the loop busy in our code (a stall); one with little CPU is the
+    process kept off the CPU (a starved machine) or blocked outside the loop."""
+
+    def __init__(self, path: Path, interval: float, pid: int | None = None) -> None:
         self._path = path
+        self._pid = pid
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.gaps: list[float] = []
+        self.gap_cpu: list[float | None] = []  # daemon CPU seconds during each gap
+        self.gap_end: list[float] = []  # wall clock (time.time()) at each gap's end
 
     def __enter__(self) -> HealthBeat:
         self._thread.start()
@@ -197,16 +205,31 @@ class HealthBeat:
         self._stop.set()
         self._thread.join(10)
 
+    def _cpu(self) -> float | None:
+        if self._pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def _run(self) -> None:
         last: int | None = None
+        last_cpu: float | None = None
         while not self._stop.wait(0.01):
             try:
                 mtime = self._path.stat().st_mtime_ns
             except FileNotFoundError:
                 continue
-            if last is not None and mtime != last:
+            if mtime == last:
+                continue
+            cpu = self._cpu()
+            if last is not None:
                 self.gaps.append((mtime - last) / 1e9)
-            last = mtime
+                self.gap_cpu.append(None if cpu is None or last_cpu is None else cpu - last_cpu)
+                self.gap_end.append(mtime / 1e9)
+            last, last_cpu = mtime, cpu
 
     @property
     def lags(self) -> list[float]:
@@ -216,11 +239,22 @@ class HealthBeat:
     def worst_lag(self) -> float:
         return max(self.lags, default=0.0)
 
+    def worst(self) -> str:
+        """When the worst gap ended and how much CPU the daemon used in it."""
+        if not self.gaps:
+            return "no gap"
+        i = max(range(len(self.gaps)), key=self.gaps.__getitem__)
+        at = time.strftime("%H:%M:%S", time.localtime(self.gap_end[i]))
+        cpu = self.gap_cpu[i]
+        used = "" if cpu is None else f", daemon CPU {cpu * 1000:.0f} ms of it"
+        return f"worst gap {self.gaps[i] * 1000:.0f} ms ending {at}{used}"
+
     def summary(self) -> str:
         p = percentiles(self.lags)
         return (
             f"{len(self.gaps)} health writes every {self.interval:g} s; loop lag p50 "
             f"{p[50] * 1000:.0f} ms, p99 {p[99] * 1000:.0f} ms, max {self.worst_lag * 1000:.0f} ms"
+            f" ({self.worst()})"
         )
 
 
