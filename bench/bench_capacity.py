@@ -52,6 +52,10 @@ class MemoryCloud:
         self.aggs = aggs
         self.by_uuid = {h.uuid: h for h in hosts}
 
+    @property
+    def hosts_epoch(self) -> int:
+        return hash(tuple(self.by_uuid))
+
     def get_by_uuids(self, uuids: Any) -> list[HostState]:
         return [self.by_uuid[u] for u in uuids if u in self.by_uuid]
 

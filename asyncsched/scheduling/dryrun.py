@@ -77,6 +77,10 @@ class ScratchCache:
         self._keep = keep
         self.metrics: Counter[str] = Counter()  # the live cache's counters stay untouched
 
+    @property
+    def hosts_epoch(self) -> int:
+        return self._cache.hosts_epoch
+
     def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
         return self._cache.get_by_uuids(uuids)
 

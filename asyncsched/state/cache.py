@@ -244,6 +244,11 @@ class HostStateCache:
     def get_by_uuid(self, uuid: str) -> HostState | None:
         return self._table.by_uuid.get(uuid)
 
+    @property
+    def hosts_epoch(self) -> int:
+        """Moves whenever a host joins or leaves: a list of hosts built before is stale."""
+        return self._table.epoch
+
     def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
         """Hosts for Placement's provider-summary keys; unknown uuids (nested RPs, other
         clouds, nodes not loaded yet) are skipped."""

@@ -103,6 +103,7 @@ class HostTable:
     cells: dict[str, Cell] = field(default_factory=dict)
     by_uuid: dict[str, HostState] = field(default_factory=dict)
     by_host: dict[str, dict[str, HostState]] = field(default_factory=dict)
+    epoch: int = 0  # moves whenever by_uuid gains or loses a host
 
     async def apply_read(
         self, cell: Cell, read: CellRead, props: PropsRead | None, *, full: bool
@@ -186,6 +187,7 @@ class HostTable:
                 )
                 cell.table[uuid] = hs
                 self.by_uuid[uuid] = hs
+                self.epoch += 1
                 self.by_host.setdefault(hs.host, {})[hs.nodename] = hs
             await locked(hs, self._rebase, cell, snap, service, True, confirm)
             if i % CHUNK == CHUNK - 1:
@@ -197,6 +199,7 @@ class HostTable:
             return
         if self.by_uuid.get(uuid) is hs:
             del self.by_uuid[uuid]
+            self.epoch += 1
         nodes = self.by_host.get(hs.host)
         if nodes is not None and nodes.get(hs.nodename) is hs:
             del nodes[hs.nodename]

@@ -325,7 +325,9 @@ def with_pending(
     if not gone and not shown:
         return base
     areqs = base.allocation_requests
-    new_by_rp = dict(by_rp)
+    # the same allocation requests object while no root is gone: the scheduler keeps its
+    # view of the hosts for as long as that object stands
+    new_by_rp = dict(by_rp) if gone else by_rp
     new_summaries = dict(summaries)
     if gone:
         dropped: set[int] = set()

@@ -196,7 +196,9 @@ async def test_incremental_refresh(seeded: dict[str, Any]) -> None:
         await db.update_service(c2, "c2-a", last_seen_up=old(3600))
         await db.move_instance(c1, seeded["i1"], "c1-b")
         new_node = await db.add_host(c2, NodeSpec(host="c2-b"))
+        epoch = cache.hosts_epoch
         await cache.refresh()
+        assert cache.hosts_epoch != epoch  # a host joined: lists of hosts built before are stale
 
         assert a.free_ram_mb == 1000 and a.vcpus_used == 30
         assert (a.num_instances, a.num_io_ops) == (7, 2)
@@ -210,16 +212,17 @@ async def test_incremental_refresh(seeded: dict[str, Any]) -> None:
         assert c.generation > gen_c
         assert cache.get_by_uuid(new_node) is not None
 
-        # nothing changed: no generation bump on an unrelated host
-        gen_b = b.generation
+        # nothing changed: no generation bump on an unrelated host, the same hosts
+        gen_b, epoch = b.generation, cache.hosts_epoch
         await cache.refresh()
-        assert b.generation == gen_b
+        assert b.generation == gen_b and cache.hosts_epoch == epoch
 
         # soft-deleted node and soft-deleted instance disappear
         await db.delete_compute_node(c1, seeded["c1b"])
         await db.delete_instance(c1, seeded["i2"])
+        epoch = cache.hosts_epoch
         await cache.refresh()
-        assert cache.get_by_uuid(seeded["c1b"]) is None
+        assert cache.get_by_uuid(seeded["c1b"]) is None and cache.hosts_epoch != epoch
         assert cache.get_by_host_node("c1-b") == []
         assert a.instances == set()
 

@@ -21,6 +21,11 @@ class FakeCache:
         self._aggs = list(aggregates)
         self.consumed: dict[str, tuple[str, Any]] = {}  # instance uuid -> (host uuid, flavor)
 
+    @property
+    def hosts_epoch(self) -> int:
+        """Tests add and remove hosts in ``hosts`` directly: the epoch is the key set."""
+        return hash(tuple(self.hosts))
+
     def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
         return [self.hosts[u] for u in uuids if u in self.hosts]
 

@@ -1,0 +1,63 @@
+"""The manager keeps its view of an answer's hosts while the answer, the cell restriction and
+the cache's hosts stay the same (the mirror hands out one answer object between refreshes)."""
+
+from __future__ import annotations
+
+import uuid
+
+from asyncsched.objects.models import CellMapping, Destination, Flavor, RequestSpec
+from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.manager import SchedulerManager
+
+from .sched_fakes import FakeCache, FakePlacement
+from .sched_helpers import NOW, config, host
+from .test_manager import CTX
+
+
+class OneAnswer(FakePlacement):
+    """Placement whose candidates answer is computed once and then handed out as the same
+    object, as the mirror does between two refreshes; counts the cache lookups made."""
+
+    def __init__(self, hosts: list, cache: FakeCache) -> None:  # type: ignore[type-arg]
+        super().__init__(hosts)
+        self.answer: Candidates | None = None
+        self.lookups = 0
+        real = cache.get_by_uuids
+
+        def counted(uuids):  # type: ignore[no-untyped-def]
+            self.lookups += 1
+            return real(uuids)
+
+        cache.get_by_uuids = counted  # type: ignore[method-assign]
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        if self.answer is None:
+            self.answer = await super().get_allocation_candidates(request)
+        return self.answer
+
+
+def boot(**kw: object) -> tuple[RequestSpec, list[str]]:
+    flavor = Flavor(memory_mb=1024, vcpus=1, root_gb=10, name="m1.small")
+    return RequestSpec(flavor=flavor, project_id="p", user_id="u", **kw), [str(uuid.uuid4())]  # type: ignore[arg-type]
+
+
+async def test_the_view_is_kept_for_one_answer_and_rebuilt_when_hosts_or_cells_change() -> None:
+    hosts = [
+        host(f"cmp{i}", cell_uuid=f"cell{i % 2}", free_ram_mb=8192 - i * 512) for i in range(4)
+    ]
+    cache = FakeCache(hosts)
+    placement = OneAnswer(hosts, cache)
+    mgr = SchedulerManager(config(), cache, placement, clock=lambda: NOW)
+    first = await mgr.select_destinations(CTX, *boot(), True, False)
+    again = await mgr.select_destinations(CTX, *boot(), True, False)
+    assert placement.lookups == 1  # the same answer: the hosts were looked up once
+    # the kept view holds the live hosts: cmp0 took the first boot, so cmp1 has most RAM
+    assert (first[0][0].service_host, again[0][0].service_host) == ("cmp0", "cmp1")
+    # cmp0 and cmp2 now tie at 7168 MB, cmp0 first: a stale view would pick the host that left
+    del cache.hosts[hosts[0].uuid]  # cmp0 leaves the cache (deleted compute node)
+    left = await mgr.select_destinations(CTX, *boot(), True, False)
+    assert placement.lookups == 2 and left[0][0].service_host == "cmp2"
+    cell0 = Destination(cell=CellMapping(uuid="cell0"))
+    only = await mgr.select_destinations(CTX, *boot(requested_destination=cell0), True, False)
+    assert placement.lookups == 3 and only[0][0].cell_uuid == "cell0"
