@@ -93,6 +93,9 @@ class HostColumns:
         self.gen: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
         self.num: dict[str, FloatArray] = {}
         self.epoch = 0  # moves when rows are renumbered: anything kept by row is void
+        # the last list given to slots() and its rows: the scheduler's kept host view
+        # comes back as the same (read-only) list while its answer stands
+        self._last: tuple[Sequence[HostState], int, IntArray] | None = None
         self.register(columns)
 
     def __len__(self) -> int:
@@ -153,6 +156,22 @@ class HostColumns:
     def slots(self, states: Sequence[HostState]) -> IntArray:
         """Row numbers of ``states`` with every stale row rebuilt."""
         n = len(states)
+        last = self._last
+        if last is not None and last[0] is states and last[1] == self.epoch and len(last[2]) == n:
+            idx = last[2]
+        else:
+            idx = self._rows(states)
+            idx.flags.writeable = False  # handed to several requests: never changed in place
+            self._last = (states, self.epoch, idx)
+        gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
+        stale = np.flatnonzero(self.gen[idx] != gens)
+        if len(stale):
+            self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
+        return idx
+
+    def _rows(self, states: Sequence[HostState]) -> IntArray:
+        """The row of each state, new rows for states not seen before."""
+        n = len(states)
         got = list(map(self._slot.get, map(id, states)))
         if None in got:
             for i, slot in enumerate(got):
@@ -165,12 +184,7 @@ class HostColumns:
                         self._states.append(s)
                         self._slot[id(s)] = slot
                     got[i] = slot
-        idx = np.fromiter(got, dtype=np.intp, count=n)
-        gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
-        stale = np.flatnonzero(self.gen[idx] != gens)
-        if len(stale):
-            self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
-        return idx
+        return np.fromiter(got, dtype=np.intp, count=n)
 
     def refresh(self, state: HostState) -> None:
         """Rebuild one host's row now (after this request consumed it)."""

@@ -423,8 +423,8 @@ class DecisionEngine:
         self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
     ) -> RequestHosts:
         """Begin a request over ``states`` (cands[i] = allocation requests of states[i])."""
+        slots = self.columns.slots(states)  # the caller's list: a kept view's rows are kept
         base = list(states)
-        slots = self.columns.slots(base)
         n = len(base)
         return RequestHosts(
             engine=self,

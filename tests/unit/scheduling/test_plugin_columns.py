@@ -164,3 +164,19 @@ def test_a_column_registered_later_is_filled_for_known_hosts() -> None:
     cols.register([attribute("num_io_ops")])  # e.g. SIGHUP enabled IoOpsWeigher
     assert cols.num["num_io_ops"][cols.slots(hosts)].tolist() == [3.0, 0.0]
     assert cols.num["free_ram_mb"][slots].tolist() == [1024.0, 2048.0]
+
+
+def test_the_same_host_list_keeps_its_rows_and_still_rebuilds_changed_hosts() -> None:
+    hosts = [host(f"h{i}", free_ram_mb=1000 + i) for i in range(5)]
+    cols = HostColumns(columns=[attribute("free_ram_mb")])
+    first = cols.slots(hosts)
+    assert cols.slots(hosts) is first  # the kept view's list: its rows are kept
+    hosts[2].free_ram_mb = 7
+    hosts[2].touch()
+    again = cols.slots(hosts)
+    assert cols.num["free_ram_mb"][again].tolist() == [1000, 1001, 7, 1003, 1004]
+    cols.forget_missing(hosts[1:])  # rows renumbered
+    fresh = cols.slots(hosts[1:])
+    assert cols.num["free_ram_mb"][fresh].tolist() == [1001, 7, 1003, 1004]
+    other = list(hosts)  # an equal but different list: looked up afresh
+    assert cols.slots(other).tolist() != [] and cols.slots(other) is not fresh
