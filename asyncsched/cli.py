@@ -150,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if loaded is None:
         return EX_CONFIG
     try:
-        setup_logging(loaded.config)
+        handler = setup_logging(loaded.config, background=True)
     except OSError as exc:
         err = log_file_error(str(loaded.config.default.log_file), str(exc.strerror))
         print(f"asyncsched: configuration error: {err}", file=sys.stderr)
@@ -163,14 +163,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for note in loaded.ignored:
         LOG.debug(note)
     try:
-        service = build_service(loaded.config, sources_from_args(args))
-    except ConfigError as exc:  # a component refusing its options at construction
-        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    try:
-        return asyncio.run(service.run())
-    except KeyboardInterrupt:  # only before the signal handlers are installed
-        return EX_FAILURE
+        try:
+            service = build_service(loaded.config, sources_from_args(args))
+        except ConfigError as exc:  # a component refusing its options at construction
+            print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+            return EX_CONFIG
+        try:
+            return asyncio.run(service.run())
+        except KeyboardInterrupt:  # only before the signal handlers are installed
+            return EX_FAILURE
+    finally:
+        handler.close()  # the log lines still queued are written before the process ends
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.handlers
+import queue
 import sys
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -105,17 +106,47 @@ def log_level(config: Config) -> int:
     return logging.getLevelName(config.asyncsched.log_level)  # type: ignore[no-any-return]
 
 
-def setup_logging(config: Config, stream: TextIO | None = None) -> logging.Handler:
+class BackgroundHandler(logging.handlers.QueueHandler):
+    """Lines formatted where they are logged (request ids, masking), written by a thread.
+
+    The daemon logs from its event loop; a file write that waits on a busy disk, or a full
+    journald pipe, would hold the loop (and every call) for that long. The listener thread
+    writes instead; :meth:`close` writes what is queued, then stops it.
+    """
+
+    def __init__(self, writer: logging.Handler) -> None:
+        self._queue: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+        super().__init__(self._queue)
+        writer.setFormatter(logging.Formatter("%(message)s"))  # the line is made already
+        self.writer = writer
+        self._listener = logging.handlers.QueueListener(self._queue, writer)
+        self._listener.start()
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None  # type: ignore[assignment]
+        if listener is not None:
+            listener.stop()  # drains the queue first
+            self.writer.close()
+        super().close()
+
+
+def setup_logging(
+    config: Config, stream: TextIO | None = None, *, background: bool = False
+) -> logging.Handler:
     """Configure the root logger once at start: one handler, our formatter and filters.
 
     Logs go to ``[DEFAULT] log_file`` if set (reopened when logrotate moves it), else to
-    stderr (journald under systemd). Returns the handler (tests inspect or remove it).
+    stderr (journald under systemd). With ``background`` (the daemon) a thread writes them
+    (:class:`BackgroundHandler`). Returns the handler (tests inspect or remove it; close it
+    at exit so queued lines are written).
     """
     handler: logging.Handler
     if config.default.log_file:
         handler = logging.handlers.WatchedFileHandler(config.default.log_file, encoding="utf-8")
     else:
         handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    if background:
+        handler = BackgroundHandler(handler)
     handler.setFormatter(OneLineFormatter(LOG_FORMAT))
     handler.addFilter(RequestContextFilter())
     root = logging.getLogger()

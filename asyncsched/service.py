@@ -345,27 +345,17 @@ class Service:
     def write_health_file(self) -> None:
         """Atomically replace ``[asyncsched] health_file`` with :meth:`health` as JSON."""
         path = self._config.asyncsched.health_file
-        if not path:
-            return
-        text = json.dumps(self.health(), default=str, sort_keys=True)
-        tmp: str | None = None
-        try:
-            directory = os.path.dirname(os.path.abspath(path))
-            fd, tmp = tempfile.mkstemp(prefix=".health-", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-            tmp = None
-        except OSError as exc:
-            LOG.warning("cannot write health file %s: %s", path, exc)
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        if path:
+            _replace_file(path, json.dumps(self.health(), default=str, sort_keys=True))
 
     async def _write_health_periodically(self) -> None:
+        """The snapshot is taken on the loop; the file is written by a thread, so a slow disk
+        never holds the loop (the health file is also how the fuzz and soak runs see it)."""
         while True:
-            self.write_health_file()
+            path = self._config.asyncsched.health_file
+            if path:
+                text = json.dumps(self.health(), default=str, sort_keys=True)
+                await asyncio.to_thread(_replace_file, path, text)
             await asyncio.sleep(self._config.asyncsched.refresh_interval)
 
     async def _drain_all(self, budget: float) -> None:
@@ -420,3 +410,21 @@ def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]
         context.get("message", "-"),
         exc_info=exc if isinstance(exc, BaseException) else None,
     )
+
+
+def _replace_file(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``."""
+    tmp: str | None = None
+    try:
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".health-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        LOG.warning("cannot write health file %s: %s", path, exc)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -145,3 +145,44 @@ def test_request_context_from_an_oslo_message_context(stream: io.StringIO) -> No
     assert "gAAAAtoken" not in line
     assert ids_from_context({"request_id": "req-b", "global_request_id": None}).render() == "req-b"
     assert ids_from_context({}).render() == "-"
+
+
+def test_the_daemons_lines_are_written_by_a_thread_the_same_as_inline() -> None:
+    """serve logs through BackgroundHandler: the line (ids, one line, masked) is made where it
+    is logged, the write happens on the listener thread, and close() writes what is queued."""
+    import threading
+
+    from asyncsched.logs import BackgroundHandler
+
+    class Recording(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writers: set[str] = set()
+
+        def write(self, s: str) -> int:
+            self.writers.add(threading.current_thread().name)
+            return super().write(s)
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    buf = Recording()
+    handler = setup_logging(Config(), stream=buf, background=True)
+    assert isinstance(handler, BackgroundHandler)
+    try:
+        log = logging.getLogger("asyncsched.test")
+        with request_context("req-bg"):
+            log.info("to rabbit://guest:s3cret@h:5672/ and\nbeyond")
+            try:
+                raise ValueError("boom")
+            except ValueError:
+                log.exception("failed")
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(level)
+    assert root.handlers == handlers
+    got = lines(buf)
+    assert len(got) == 2, got
+    assert "[req-bg]" in got[0] and "s3cret" not in got[0] and " | beyond" in got[0]
+    assert "[req-bg]" in got[1] and "ValueError: boom" in got[1]
+    assert threading.current_thread().name not in buf.writers  # written off the caller
