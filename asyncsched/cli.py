@@ -166,6 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             service = build_service(loaded.config, sources_from_args(args))
         except ConfigError as exc:  # a component refusing its options at construction
+            handler.close()  # the queued "starting" line first, never inside this one
             print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
             return EX_CONFIG
         try:
