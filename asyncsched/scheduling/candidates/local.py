@@ -214,16 +214,7 @@ class LocalCandidates:
             return None
         left = np.flatnonzero(old_mask & ~mask).tolist()
         if not left and not changed:
-            return (
-                Candidates(
-                    old.allocation_requests,
-                    old.provider_summaries,
-                    old.alloc_reqs_by_rp_uuid,
-                    old.version,
-                ),
-                mask,
-                roots,
-            )
+            return old, mask, roots  # the same answer (a frozen value): shared as it is
         by_rp = dict(old.alloc_reqs_by_rp_uuid)
         summaries = dict(old.provider_summaries)
         areqs = old.allocation_requests

@@ -84,7 +84,7 @@ class PlacementMirror:
         self._pending: dict[str, _Pending] = {}
         self._stats = _Stats()
         # the overcommit guard's fresh reads of one provider, on connections of their own
-        self.usage = ProviderUsageReader(self.dsn, timeout=query_timeout, redacted=self.redacted)
+        self.usage = ProviderUsageReader(url, timeout=query_timeout)
 
     @classmethod
     def from_config(cls, config: Config) -> PlacementMirror | None:

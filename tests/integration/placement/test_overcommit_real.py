@@ -62,8 +62,7 @@ async def schedulers(
 
 
 def reader_for(server: PlacementServer) -> ProviderUsageReader:
-    dsn = f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}"
-    return ProviderUsageReader(dsn, timeout=5.0, redacted=dsn)
+    return ProviderUsageReader(f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}", timeout=5.0)
 
 
 async def race_rounds(
