@@ -445,7 +445,24 @@ class AsyncschedOptions:
         32, "select_destinations calls handled at once; more wait in RabbitMQ.", min=1
     )
     claim_concurrency: int = opt(
-        8, "Placement claims of one multi-create run at once.", min=1, mutable=True
+        64,
+        "Placement claims of one multi-create in flight at once (they share POSTs, see "
+        "claim_batch_size).",
+        min=1,
+        mutable=True,
+    )
+    claim_batch_size: int = opt(
+        32,
+        "New claims that wait for a write slot leave together, up to this many in one "
+        "POST /allocations that Placement judges as it would each PUT; 1 sends every claim "
+        "as its own PUT, as nova does.",
+        min=1,
+    )
+    claim_writes_in_flight: int = opt(
+        4,
+        "Claim writes (a lone PUT or a shared POST /allocations) this process keeps in "
+        "flight to Placement at once; claims arriving meanwhile wait and leave together.",
+        min=1,
     )
     drain_timeout: float = opt(30.0, "Seconds SIGTERM waits for in-flight calls.", min=0.0)
     reply_cache_size: int = opt(

@@ -17,7 +17,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +30,7 @@ from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, ConsumerHeld
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.coalesce import ClaimCoalescer
 from asyncsched.placement.errors import (
     PlacementConnectionError,
     PlacementDisconnected,
@@ -94,6 +95,8 @@ class PlacementClient:
         rng: random.Random | None = None,
         recorder: Recorder = NO_RECORDER,
         overcommit_guard: bool = False,
+        claim_batch_size: int = 1,
+        claim_writes_in_flight: int = 4,
     ) -> None:
         self._recorder = recorder
         self._options = options
@@ -128,6 +131,14 @@ class PlacementClient:
         self.pending: PendingRollbacks | None = None
         self._recent: OrderedDict[str, dict[str, dict[str, int]]] = OrderedDict()
         self._capacity: dict[str, tuple[float, dict[str, int]]] = {}  # rp -> (expiry, capacity)
+        # New consumers' claims that arrive together share one POST /allocations (1 = off).
+        self._coalescer: ClaimCoalescer | None = (
+            ClaimCoalescer(
+                self._write, max_batch=claim_batch_size, in_flight=claim_writes_in_flight
+            )
+            if claim_batch_size > 1
+            else None
+        )
 
     @classmethod
     def from_config(
@@ -144,6 +155,8 @@ class PlacementClient:
             noauth_token=config.asyncsched.placement_noauth_token,
             recorder=recorder,
             overcommit_guard=config.asyncsched.overcommit_guard,
+            claim_batch_size=config.asyncsched.claim_batch_size,
+            claim_writes_in_flight=config.asyncsched.claim_writes_in_flight,
         )
         client.pending = PendingRollbacks(client, Journal.in_dir(config.asyncsched.state_dir))
         return client
@@ -218,6 +231,8 @@ class PlacementClient:
         return None
 
     async def close(self) -> None:
+        if self._coalescer is not None:
+            await self._coalescer.close()
         if self._session is not None and self._own_session:
             await self._session.close()
         self._session = None if self._own_session else self._session
@@ -252,11 +267,18 @@ class PlacementClient:
             if s.last_ok_at is None
             else round(time.monotonic() - s.last_ok_at, 3),
             "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
+            "claim_batches": None if self._coalescer is None else asdict(self._coalescer.stats),
             "overcommit_guard": None if self.guard is None else self.guard.health(),
             "pending_rollbacks": None if self.pending is None else self.pending.health(),
         }
 
     # ---- transport ----
+
+    async def _write(
+        self, method: str, path: str, body: Any, version: str, op: str
+    ) -> tuple[int, Any]:
+        """A claim write for the coalescer (its ``Write``)."""
+        return await self._request(method, path, version=version, body=body, op=op)
 
     def _fail(self, err: PlacementError) -> PlacementError:
         self._stats.errors += 1
@@ -534,9 +556,12 @@ class PlacementClient:
             payload["consumer_generation"] = consumer_generation
         if at_least(version, CONSUMER_TYPE_VERSION):
             payload["consumer_type"] = consumer_type
-        status, body = await self._request(
-            "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"
-        )
+        if self._coalescer is not None and consumer_generation is None:  # a new consumer
+            status, body = await self._coalescer.put(consumer_uuid, payload, version)
+        else:
+            status, body = await self._request(
+                "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"
+            )
         if status == 204:
             return True
         code, detail = error_code(body), error_detail(body)
