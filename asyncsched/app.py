@@ -3,11 +3,12 @@
 Start order is the data flow read backwards from the wire, so nothing takes a message before
 what it needs is up:
 
-0. ``admin`` and ``looplag`` (only with ``[asyncsched] admin_listen``): the admin HTTP
+0. ``admin`` (only with ``[asyncsched] admin_listen``) and ``looplag``: the admin HTTP
    endpoint first, so ``/healthz`` answers during a long initial load and ``/readyz`` can say
    "starting"; being first it closes last and keeps answering probes while the consumers
    drain; it also serves ``POST /v1/explain`` and ``GET /v1/capacity`` (dry runs of the
-   scheduler, ``admin/explain_api.py``). ``looplag`` samples event-loop lag for ``/metrics``;
+   scheduler, ``admin/explain_api.py``). ``looplag`` samples event-loop lag for ``/metrics``
+   and the health snapshot (its ``max_s`` is the longest the loop was held since start);
 1. ``hoststate``: :class:`HostStateCache`, a full load of the API database and every cell;
 2. ``placement``: :class:`PlacementClient`, reachable and its microversion negotiated;
    then ``notifications`` (only when a notification driver is set), which never blocks start;
@@ -268,7 +269,11 @@ def build_daemon(
             placement_timeout=config.asyncsched.ready_placement_timeout,
             extra_routes=[*extra_routes, *ExplainAPI(manager).routes()],
         )
-        components = (admin, LoopLagMonitor(metrics.loop_lag.observe), *components)
+    components = (
+        *((admin,) if admin is not None else ()),
+        LoopLagMonitor(metrics.loop_lag.observe),
+        *components,
+    )
     return Daemon(
         cache, placement, manager, rpc, components, registry, metrics, admin, candidates, mirror
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from asyncsched.admin.looplag import LoopLagMonitor
 from asyncsched.app import (
     PlacementComponent,
     RPCComponent,
@@ -45,11 +46,18 @@ def config(**filter_scheduler: Any) -> Config:
 def test_components_in_start_order_and_roles() -> None:
     daemon = build_daemon(config())
     comps = list(daemon.components)
-    assert [component_name(c) for c in comps] == ["hoststate", "placement", "scheduler", "rpc"]
-    assert comps[0] is daemon.cache
-    assert isinstance(comps[1], PlacementComponent) and comps[1].client is daemon.placement
-    assert isinstance(comps[2], SchedulerComponent) and comps[2].manager is daemon.manager
-    assert isinstance(comps[3], RPCComponent) and comps[3].server is daemon.rpc
+    assert [component_name(c) for c in comps] == [
+        "looplag",
+        "hoststate",
+        "placement",
+        "scheduler",
+        "rpc",
+    ]
+    assert isinstance(comps[0], LoopLagMonitor)
+    assert comps[1] is daemon.cache
+    assert isinstance(comps[2], PlacementComponent) and comps[2].client is daemon.placement
+    assert isinstance(comps[3], SchedulerComponent) and comps[3].manager is daemon.manager
+    assert isinstance(comps[4], RPCComponent) and comps[4].server is daemon.rpc
     # The scheduler decides over the cache and claims through the same Placement client (its
     # candidates come through the CandidateSource, which has no mirror here).
     assert daemon.manager.cache is daemon.cache and daemon.manager.placement is daemon.candidates
@@ -63,6 +71,7 @@ def test_components_in_start_order_and_roles() -> None:
         "scheduler",
     }
     assert [component_name(c) for c in build_components(config())] == [
+        "looplag",
         "hoststate",
         "placement",
         "scheduler",
@@ -82,7 +91,7 @@ def test_unknown_filter_is_a_config_error_at_construction() -> None:
 
 def test_scheduler_reconfigure_applies_and_a_bad_list_keeps_the_old() -> None:
     daemon = build_daemon(config())
-    sched = daemon.components[2]
+    sched = daemon.components[3]
     assert isinstance(sched, SchedulerComponent)
     sched.reconfigure(config(enabled_filters=("AllHostsFilter",), host_subset_size=3))
     health = sched.health()

@@ -230,6 +230,14 @@ def test_daemon_with_a_placement_database_starts_the_mirror_before_the_scheduler
     )
     daemon = build_daemon(conf)
     names = [component_name(c) for c in daemon.components]
-    assert names == ["hoststate", "placement", "placement_mirror", "candidates", "scheduler", "rpc"]
+    assert names == [
+        "looplag",
+        "hoststate",
+        "placement",
+        "placement_mirror",
+        "candidates",
+        "scheduler",
+        "rpc",
+    ]
     assert daemon.manager.placement is daemon.candidates
     assert daemon.candidates is not None and daemon.candidates.mirror is daemon.mirror
