@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import shutil
 import statistics
@@ -179,9 +180,11 @@ def percentiles(values: Sequence[float], points: Sequence[int] = (50, 95, 99)) -
 
 class HealthBeat:
     """The daemon's own heartbeat: it rewrites its health file every ``interval`` seconds
-    from its event loop, so a gap between two writes longer than ``interval`` is time the loop
-    could not run. A thread watches the file's mtime every 10 ms; ``worst_lag`` is the longest
-    gap minus the interval (configure ``refresh_interval`` = ``interval`` on the daemon).
+    (the snapshot taken on its event loop, the file written by a thread), so a gap between two
+    writes longer than ``interval`` is time the loop could not run *or* the write waited for
+    the disk. A thread watches the file's mtime every 10 ms; ``worst_lag`` is the longest gap
+    minus the interval (configure ``refresh_interval`` = ``interval`` on the daemon).
+    ``loop_lag_max`` is the loop alone: the daemon's ``looplag`` component, read from the file.
 
     With the daemon's ``pid``, the CPU it used during each gap is kept too: a long gap with
     about as much CPU is the loop busy in our code (a stall); one with little CPU is the
@@ -239,6 +242,15 @@ class HealthBeat:
     def worst_lag(self) -> float:
         return max(self.lags, default=0.0)
 
+    def loop_lag_max(self) -> float | None:
+        """The longest the daemon's loop was held since it started (seconds), as its own
+        ``looplag`` component measured it: a timer's lateness, whatever the disk does."""
+        try:
+            health = json.loads(self._path.read_text())
+            return float(health["components"]["looplag"]["max_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def worst(self) -> str:
         """When the worst gap ended and how much CPU the daemon used in it."""
         if not self.gaps:
@@ -251,10 +263,12 @@ class HealthBeat:
 
     def summary(self) -> str:
         p = percentiles(self.lags)
+        own = self.loop_lag_max()
         return (
-            f"{len(self.gaps)} health writes every {self.interval:g} s; loop lag p50 "
+            f"{len(self.gaps)} health writes every {self.interval:g} s; their lag p50 "
             f"{p[50] * 1000:.0f} ms, p99 {p[99] * 1000:.0f} ms, max {self.worst_lag * 1000:.0f} ms"
-            f" ({self.worst()})"
+            f" ({self.worst()}); the daemon's own loop lag max "
+            + ("unknown" if own is None else f"{own * 1000:.0f} ms")
         )
 
 
