@@ -342,7 +342,9 @@ class OsloMessagingRabbitOptions:
     )
     rabbit_stream_fanout: bool = opt(False, "Fanout through one stream queue.")
     rabbit_qos_prefetch_count: int = opt(
-        0, "basic.qos prefetch; 0 = asyncsched's max_concurrent_requests.", min=0
+        0,
+        "basic.qos prefetch; 0 = asyncsched's [asyncsched] max_held_requests (nova: unlimited).",
+        min=0,
     )
     heartbeat_timeout_threshold: int = opt(60, "AMQP heartbeat timeout in seconds.", min=0)
     heartbeat_rate: int = opt(3, "Heartbeat checks per timeout window.", min=1)
@@ -442,7 +444,17 @@ class AsyncschedOptions:
         0.5, "Largest RabbitMQ reconnect delay in seconds.", min=0.01
     )
     max_concurrent_requests: int = opt(
-        32, "select_destinations calls handled at once; more wait in RabbitMQ.", min=1
+        32,
+        "select_destinations calls handled at once; the held ones wait in the process.",
+        min=1,
+    )
+    max_held_requests: int = opt(
+        1000,
+        "Calls taken off RabbitMQ and held unacked in the process (the basic.qos prefetch when "
+        "rabbit_qos_prefetch_count is 0; nova's consumer takes them all). With nova's "
+        "transient queues a broker restart loses what RabbitMQ still queues, not what the "
+        "process holds; a stopping process hands back what it has not started.",
+        min=1,
     )
     claim_concurrency: int = opt(
         64,

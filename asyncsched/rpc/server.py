@@ -2,8 +2,9 @@
 
 Lifecycle: ``await start()`` has ``broker.BrokerLink`` connect (failing over across the brokers
 of ``transport_url``), declare what an oslo RPC server for topic ``scheduler`` declares and
-consume; the link re-establishes a lost connection by itself. ``drain()`` stops consuming and
-waits for in-flight calls to reply; ``close()`` tears everything down.
+consume; the link re-establishes a lost connection by itself. ``drain()`` stops consuming,
+hands back to RabbitMQ the held calls that have not started and waits for the running ones to
+reply; ``close()`` tears everything down.
 
 This module is intake (decode, dedup, reply, ack) and dispatch (dispatcher rules, bounded
 concurrency, heartbeats, failure mapping); ``methods`` says what each method does.
@@ -15,8 +16,10 @@ background (``late_replies``), so it never holds a prefetch slot that other call
 redelivered request (same ``_unique_id`` *and* same body digest) that was already answered is
 answered again from a bounded cache, and one that is still running waits for that run, so no
 request is scheduled twice by a process; a different request that merely reuses an id is served
-on its own. Prefetch (per consumer) plus a semaphore bound the work we hold; the rest waits in
-RabbitMQ.
+on its own. The prefetch (``max_held_requests``) bounds the calls the process holds and a
+semaphore (``max_concurrent_requests``) the ones it runs; the rest waits in RabbitMQ. Holding
+calls, as nova's unlimited prefetch does, is what keeps them across a broker restart with
+nova's transient queues: RabbitMQ drops a transient queue's messages, the process does not.
 """
 
 from __future__ import annotations
@@ -81,7 +84,9 @@ class RPCServer:
             topic=topic,
             server=config.default.host,
         )
-        self._prefetch = prefetch_count(self._rabbit, self._opts.max_concurrent_requests)
+        held = max(self._opts.max_held_requests, self._opts.max_concurrent_requests)
+        self._prefetch = prefetch_count(self._rabbit, held)
+        self._draining = False  # calls not yet started go back to RabbitMQ
         self._call_slots = asyncio.Semaphore(self._opts.max_concurrent_requests)
         # Host-state casts are applied one at a time, in arrival order (update then delete of
         # the same instance must not swap); they are cheap cache updates.
@@ -131,6 +136,7 @@ class RPCServer:
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (the contract)
         """Stop taking requests and wait up to ``timeout`` s for in-flight ones to reply."""
         await self._link.stop_consuming()
+        self._draining = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         pending = {t for t in self._tasks if not t.done()}
@@ -278,6 +284,13 @@ class RPCServer:
         started = time.perf_counter()
         try:
             outcome = await self._execute(incoming)
+        except _NotStarted:
+            if future is not None and not future.done():
+                future.cancel()
+            self.stats["handed_back"] += 1
+            with contextlib.suppress(Exception):
+                await message.reject(requeue=True)  # another scheduler takes it now
+            return
         except BaseException:
             if future is not None and not future.done():
                 future.cancel()
@@ -354,6 +367,8 @@ class RPCServer:
         slots = self._call_slots if incoming.is_call else self._cast_slots
         try:
             async with slots:
+                if self._draining and incoming.is_call:
+                    raise _NotStarted
                 self._active_calls += incoming.is_call
                 try:
                     handler = self._methods[endpoint.name][incoming.method]
@@ -362,6 +377,8 @@ class RPCServer:
                     self._active_calls -= incoming.is_call
             self.stats["ok"] += 1
             return Outcome(result=result)
+        except _NotStarted:
+            raise
         except NoValidHost as exc:
             LOG.info("NoValidHost for request_id=%s: %s", rid, exc.message)
             self.stats["no_valid_host"] += 1
@@ -410,6 +427,10 @@ class RPCServer:
             self.stats["replies"] += 1
         else:
             self._late.retry(address.reply_q, body, request_id)
+
+
+class _NotStarted(Exception):
+    """A held call reached a slot after drain began: it goes back to RabbitMQ unanswered."""
 
 
 def _digest(body: bytes) -> str:

@@ -87,7 +87,11 @@ def amqp_url(vhost: str) -> str:
 
 
 def make_config(
-    url: str, host: str = "sched-test", max_concurrent: int = 16, **rabbit: Any
+    url: str,
+    host: str = "sched-test",
+    max_concurrent: int = 16,
+    max_held: int = 1000,
+    **rabbit: Any,
 ) -> Config:
     """An asyncsched config for broker ``url`` that reconnects quickly (tests, bench)."""
     return Config(
@@ -99,5 +103,9 @@ def make_config(
             kombu_reconnect_delay=0.2,
             **rabbit,
         ),
-        asyncsched=replace(AsyncschedOptions(), max_concurrent_requests=max_concurrent),
+        asyncsched=replace(
+            AsyncschedOptions(),
+            max_concurrent_requests=max_concurrent,
+            max_held_requests=max_held,
+        ),
     )

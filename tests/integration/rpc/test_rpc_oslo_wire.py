@@ -366,11 +366,12 @@ async def test_connection_drop_mid_stream_loses_nothing(
     assert dict(scheduler.per_instance) == {u: 1 for u in uuids}
 
 
-async def test_a_flood_waits_in_rabbitmq_not_in_memory(
+async def test_a_flood_beyond_max_held_requests_waits_in_rabbitmq(
     amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor
 ) -> None:
     scheduler = RecordingScheduler(delay=0.3)
-    server = RPCServer(make_config(amqp_url, max_concurrent=3), scheduler, RecordingEvents())
+    config = make_config(amqp_url, max_concurrent=3, max_held=6)
+    server = RPCServer(config, scheduler, RecordingEvents())
     async with server:
         calls = [
             asyncio.ensure_future(
@@ -389,9 +390,9 @@ async def test_a_flood_waits_in_rabbitmq_not_in_memory(
         sampler = asyncio.ensure_future(sample())
         results = await asyncio.gather(*calls)
         sampler.cancel()
-    # prefetch 3 on the scheduler queue: never more than 3 requests held by the process; the
-    # rest of the flood waited in RabbitMQ.
-    assert 0 < peak <= 3
+    # prefetch 6 on the scheduler queue: never more than 6 requests held by the process (3 of
+    # them running); the rest of the flood waited in RabbitMQ.
+    assert 3 < peak <= 6
     assert len(results) == 15 and scheduler.max_running == 3
     assert dict(scheduler.per_instance) == {iu(f"f{i}"): 1 for i in range(15)}
 
@@ -492,6 +493,41 @@ async def test_drain_lets_in_flight_calls_reply(
         assert {q["name"]: q["consumers"] for q in queues}["scheduler"] == 0
     finally:
         await server.close()
+
+
+async def test_drain_hands_back_held_calls_that_have_not_started(
+    amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor, vhost: str
+) -> None:
+    """One call runs, three wait in the process for its slot: a stopping scheduler answers the
+    first and gives the other three back to RabbitMQ at once, where the next one takes them."""
+    first = RecordingScheduler(delay=1.0)
+    server = RPCServer(make_config(amqp_url, max_concurrent=1), first, RecordingEvents())
+    await server.start(timeout=20)
+    uuids = [iu(f"h{i}") for i in range(4)]
+    try:
+        calls = [
+            asyncio.ensure_future(
+                in_thread(pool, client.select_destinations, request_spec_primitive(), [u])
+            )
+            for u in uuids
+        ]
+        async with asyncio.timeout(10):
+            while server.health()["in_flight"] < 4 or not server.health()["active_calls"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await server.drain(10)
+        assert server.stats["handed_back"] == 3 and sum(first.per_instance.values()) == 1
+        ready = {
+            q["name"]: q["messages_ready"]
+            for q in list_json("list_queues", vhost, "name", "messages_ready")
+        }
+        assert ready["scheduler"] == 3  # back in RabbitMQ, not waiting out drain_timeout
+    finally:
+        await server.close()
+    second = RecordingScheduler()
+    async with RPCServer(make_config(amqp_url), second, RecordingEvents()):
+        results = await asyncio.gather(*calls)
+    assert len(results) == 4
+    assert first.per_instance + second.per_instance == {u: 1 for u in uuids}
 
 
 # ------------------------------------------------------------------ declarations vs real oslo
