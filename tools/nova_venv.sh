@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# Create .venv-nova: upstream nova 34 from PyPI in its own virtualenv, the reference the parity
-# suite (tests/parity, `make parity`) compares asyncsched's decisions with. No libvirt is needed:
-# only nova's scheduler filters and weighers, nova.virt.hardware and nova.pci.stats are imported.
-# Idempotent: does nothing when the pinned version is already installed.
+# Create .venv-nova: upstream nova 34 from PyPI in its own virtualenv. Two users:
+#  - the parity suite (tests/parity, `make parity`) compares asyncsched's decisions with nova's
+#    scheduler filters and weighers, nova.virt.hardware and nova.pci.stats (no libvirt needed);
+#  - the broker-restart baseline (tests/integration/chaos/test_chaos_broker_restart_nova.py)
+#    runs the real nova-scheduler and nova-manage against PostgreSQL, hence psycopg2-binary.
+# Idempotent: does nothing when the pinned version (with the PostgreSQL driver) is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NOVA_VERSION=${NOVA_VERSION:-34.0.0}
 VENV=${NOVA_VENV:-.venv-nova}
 PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
-stamp=$VENV/.installed-nova-$NOVA_VERSION
+# The stamp names everything installed: a venv from before psycopg2 was added is completed.
+stamp=$VENV/.installed-nova-$NOVA_VERSION+psycopg2
 if [ -f "$stamp" ]; then
     exit 0
 fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q --disable-pip-version-check "nova==$NOVA_VERSION" 2>&1 \
+"$VENV/bin/pip" install -q --disable-pip-version-check "nova==$NOVA_VERSION" psycopg2-binary 2>&1 \
     | { grep -v -e "^WARNING: Location 'file://" -e BuildBackendWarning || true; }
 test "${PIPESTATUS[0]}" -eq 0
-PYTHONWARNINGS=ignore "$VENV/bin/python" -c 'import nova.scheduler.host_manager, nova.virt.hardware, nova.pci.stats'
+PYTHONWARNINGS=ignore "$VENV/bin/python" -c 'import nova.scheduler.host_manager, nova.virt.hardware, nova.pci.stats, psycopg2'
+test -x "$VENV/bin/nova-scheduler" && test -x "$VENV/bin/nova-manage"
 rm -f "$VENV"/.installed-nova-*
 touch "$stamp"
