@@ -161,12 +161,14 @@ async def test_tight_cloud_three_schedulers_never_overcommit(amqp_url: str) -> N
 # `make chaos` runs this; `make test` deselects the marker rather than skipping it.
 @pytest.mark.chaos_big
 async def test_tight_cloud_without_the_guard_shows_the_race(amqp_url: str) -> None:
-    """Two hosts, so all three schedulers contend for the same last slots."""
-    outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=2, per_host=8)
+    """Hosts of one slot each: the three schedulers rank hosts alike, so calls they take at
+    the same moment claim the same host, and every such pair is Placement's race (a host of
+    several slots is only raced for its last one)."""
+    outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=12, per_host=1)
     over = [p for p in problems if p.startswith("over capacity")]
     figure(
         "tight cloud, guard off",
-        f"capacity 16 on 2 hosts, 32 instances: outcomes {kinds(outcomes)}, {len(over)} "
-        f"providers over capacity, {took:.1f} s",
+        f"capacity 12 on 12 one-slot hosts, 24 instances: outcomes {kinds(outcomes)}, "
+        f"{len(over)} providers over capacity, {took:.1f} s",
     )
     assert over, "no provider over capacity without the guard: the race did not show"
