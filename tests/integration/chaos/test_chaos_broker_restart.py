@@ -4,8 +4,8 @@ The broker is a PRIVATE node (tests/support/private_broker), never the shared on
 set-ups, daemon and callers configured alike: nova's default transient queues, durable
 classic queues, quorum queues. Always: no claim doubled, no provider over capacity, every
 ok answer matches what Placement holds. With durable or quorum queues every call is answered
-(ok) and nothing leaks; with transient queues the broker drops what it held, and the test
-reports how many calls that cost.
+(ok) and nothing leaks; with transient queues the broker drops what it still queued, which is
+little since the daemon holds the calls it has taken (at most a tenth of them may be lost).
 """
 
 from __future__ import annotations
@@ -100,7 +100,12 @@ async def test_broker_restart_with_calls_in_flight(stack: ChaosStack, mode: str)
     assert not [p for p in problems if not p.startswith("leaked")], problems
     # A claim whose reply the broker lost is held only by instances whose call failed.
     assert {u for p in problems if p.startswith("leaked") for u in [p.split()[1]]} <= lost
+    notes = [ln for ln in stderr.splitlines() if " WARNING " in ln or " ERROR " in ln]
     if mode != "transient":
-        notes = [ln for ln in stderr.splitlines() if " WARNING " in ln or " ERROR " in ln]
         assert got == {"ok": CALLS}, ([o for o in outcomes if o.kind != "ok"][:5], notes[-30:])
         assert problems == []
+    else:
+        # The calls the process holds (max_held_requests) outlive the transient queue; only
+        # ones published into the outage can go. nova-scheduler, which holds every call too,
+        # lost 0 to 1 of 200 (test_chaos_broker_restart_nova.py); 152 were lost before.
+        assert len(lost) <= CALLS // 10, (got, notes[-30:])
