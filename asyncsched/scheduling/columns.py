@@ -21,7 +21,7 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from asyncsched.state.host_state import HostState
+from asyncsched.state.host_state import ChangeLog, HostState
 
 _GEN = attrgetter("generation")
 
@@ -96,6 +96,8 @@ class HostColumns:
         # the last list given to slots() and its rows: the scheduler's kept host view
         # comes back as the same (read-only) list while its answer stands
         self._last: tuple[Sequence[HostState], int, IntArray] | None = None
+        # Where the hosts' ChangeLog stood when every row was last known current.
+        self._mark: tuple[ChangeLog, tuple[int, int]] | None = None
         self.register(columns)
 
     def __len__(self) -> int:
@@ -127,6 +129,7 @@ class HostColumns:
             added = True
         if added:
             self.gen[:] = -1
+            self._mark = None
             self._rewire()
 
     def _rewire(self) -> None:
@@ -154,20 +157,49 @@ class HostColumns:
         self.gen[rows] = list(map(_GEN, states))
 
     def slots(self, states: Sequence[HostState]) -> IntArray:
-        """Row numbers of ``states`` with every stale row rebuilt."""
+        """Row numbers of ``states`` with every stale row rebuilt.
+
+        For the same list as last time, only the hosts its ChangeLog names as touched since
+        are looked at (states of one table share one log); otherwise every host's generation
+        is compared with its row's.
+        """
         n = len(states)
+        changes = states[0].changes if n else None
         last = self._last
         if last is not None and last[0] is states and last[1] == self.epoch and len(last[2]) == n:
             idx = last[2]
+            if self._touched_only(changes):
+                return idx
         else:
             idx = self._rows(states)
             idx.flags.writeable = False  # handed to several requests: never changed in place
             self._last = (states, self.epoch, idx)
+        self._mark = None if changes is None else (changes, changes.mark())
         gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
         stale = np.flatnonzero(self.gen[idx] != gens)
         if len(stale):
             self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
         return idx
+
+    def _touched_only(self, changes: ChangeLog | None) -> bool:
+        """Rebuild the rows of the hosts touched since the mark; False when the log cannot
+        say (none, another log, started over) and every host must be compared."""
+        mark = self._mark
+        if changes is None or mark is None or mark[0] is not changes:
+            return False
+        touched = changes.since(mark[1])
+        if touched is None:
+            return False
+        self._mark = (changes, changes.mark())
+        stale: dict[int, HostState] = {}
+        for s in touched:
+            slot = self._slot.get(id(s))
+            if slot is not None and self.gen[slot] != s.generation:
+                stale[slot] = s
+        if stale:
+            rows = np.fromiter(stale, dtype=np.intp, count=len(stale))
+            self._write_rows(rows, list(stale.values()))
+        return True
 
     def _rows(self, states: Sequence[HostState]) -> IntArray:
         """The row of each state, new rows for states not seen before."""

@@ -17,7 +17,42 @@ from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import Aggregate
 from asyncsched.resources.numa.placed import PlacedNumaPci
 
-__all__ = ["Assumption", "HostState", "PlacedNumaPci", "ServiceInfo"]
+__all__ = ["Assumption", "ChangeLog", "HostState", "PlacedNumaPci", "ServiceInfo"]
+
+#: touches a ChangeLog keeps before it starts over (its readers then compare every host once)
+CHANGELOG_LIMIT = 100_000
+
+
+class ChangeLog:
+    """The hosts of one table in the order they were touched.
+
+    A reader that keeps a derived view of every host (the scheduler's columns) asks what was
+    touched since its last mark and rebuilds those, instead of comparing all 10,000 hosts'
+    generations on every request. When the log starts over, ``since`` says so (None) and the
+    reader compares every host once.
+    """
+
+    __slots__ = ("_epoch", "_items", "_limit")
+
+    def __init__(self, limit: int = CHANGELOG_LIMIT) -> None:
+        self._items: list[HostState] = []
+        self._epoch = 0
+        self._limit = limit
+
+    def add(self, host: HostState) -> None:
+        if len(self._items) >= self._limit:
+            self._items.clear()
+            self._epoch += 1
+        self._items.append(host)
+
+    def mark(self) -> tuple[int, int]:
+        """A position to ask ``since`` about later."""
+        return (self._epoch, len(self._items))
+
+    def since(self, mark: tuple[int, int]) -> list[HostState] | None:
+        """Hosts touched after ``mark`` (repeats possible), or None if the log started over."""
+        epoch, position = mark
+        return self._items[position:] if epoch == self._epoch else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +124,7 @@ class HostState:
     assumed: dict[str, Assumption] = field(default_factory=dict)
     generation: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    changes: ChangeLog | None = field(default=None, repr=False)  # the table's, if any
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -98,3 +134,5 @@ class HostState:
     def touch(self) -> None:
         """Record a change so derived views rebuild."""
         self.generation += 1
+        if self.changes is not None:
+            self.changes.add(self)

@@ -19,7 +19,7 @@ from asyncsched.objects.models import Aggregate, CellMapping
 from asyncsched.state import assumptions
 from asyncsched.state.api import AggregateIndex
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.host_state import HostState, ServiceInfo
+from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.images import CellImages, ImageProps, PropsRead
 from asyncsched.state.index import CellIndex, diff_changes, diff_full
 from asyncsched.state.readers import CellRead
@@ -104,6 +104,7 @@ class HostTable:
     by_uuid: dict[str, HostState] = field(default_factory=dict)
     by_host: dict[str, dict[str, HostState]] = field(default_factory=dict)
     epoch: int = 0  # moves whenever by_uuid gains or loses a host
+    changes: ChangeLog = field(default_factory=ChangeLog)  # every host's touches, in order
 
     async def apply_read(
         self, cell: Cell, read: CellRead, props: PropsRead | None, *, full: bool
@@ -183,7 +184,11 @@ class HostTable:
                     if ocell is not None:
                         self.remove(ocell, uuid)
                 hs = HostState(
-                    uuid=uuid, host=snap.host, nodename=snap.nodename, cell_uuid=cell.uuid
+                    uuid=uuid,
+                    host=snap.host,
+                    nodename=snap.nodename,
+                    cell_uuid=cell.uuid,
+                    changes=self.changes,
                 )
                 cell.table[uuid] = hs
                 self.by_uuid[uuid] = hs

@@ -25,6 +25,7 @@ from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.scheduling.filters.io_ops_filter import IoOpsFilter
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.scheduling.weighers.ram import RAMWeigher
+from asyncsched.state.host_state import ChangeLog
 
 from .sched_helpers import NOW, config, host, spec
 
@@ -180,3 +181,29 @@ def test_the_same_host_list_keeps_its_rows_and_still_rebuilds_changed_hosts() ->
     assert cols.num["free_ram_mb"][fresh].tolist() == [1001, 7, 1003, 1004]
     other = list(hosts)  # an equal but different list: looked up afresh
     assert cols.slots(other).tolist() != [] and cols.slots(other) is not fresh
+
+
+def test_with_a_changelog_only_touched_hosts_are_looked_at() -> None:
+    log = ChangeLog(limit=4)
+    hosts = [host(f"h{i}", free_ram_mb=1000 + i, changes=log) for i in range(5)]
+    cols = HostColumns(columns=[attribute("free_ram_mb")])
+    first = cols.slots(hosts)
+    hosts[3].free_ram_mb = 3
+    hosts[3].touch()
+    # A generation moved behind the log's back: a scan of every host would rebuild this row,
+    # the log does not name it, so it is not looked at.
+    hosts[1].free_ram_mb = 1
+    hosts[1].generation += 1
+    again = cols.slots(hosts)
+    assert again is first
+    assert cols.num["free_ram_mb"][again].tolist() == [1000, 1001, 1002, 3, 1004]
+    for h in hosts:  # the log (limit 4) starts over: every host is compared once
+        h.free_ram_mb += 10
+        h.touch()
+    assert log.since((0, 0)) is None
+    assert cols.num["free_ram_mb"][cols.slots(hosts)].tolist() == [1010, 11, 1012, 13, 1014]
+    without = [host(f"n{i}", free_ram_mb=500) for i in range(2)]  # no log: the scan as before
+    cols.slots(without)
+    without[0].free_ram_mb = 5
+    without[0].generation += 1
+    assert cols.num["free_ram_mb"][cols.slots(without)].tolist() == [5, 500]
