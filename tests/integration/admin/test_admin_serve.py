@@ -212,7 +212,9 @@ async def test_counts_after_real_traffic(stack: Stack, client: OsloSchedulerClie
     assert delta("asyncsched_no_valid_host_total", filter="placement_no_candidates") == 1
     assert delta("asyncsched_placement_claims_total") == 3
     claims = "asyncsched_placement_request_duration_seconds_count"
-    assert delta(claims, call="claim", status="2xx") == 3
+    # Three claims in one to three writes: alone (PUT) or sharing a POST /allocations.
+    writes = delta(claims, call="claim", status="2xx")
+    assert 1 <= writes + delta(claims, call="claim_batch", status="2xx") <= 3
     assert delta(claims, call="allocation_candidates", status="2xx") == 3
     phases = "asyncsched_select_destinations_phase_seconds_count"
     assert delta(phases, phase="candidates") == 2  # the third request failed in that phase

@@ -127,7 +127,8 @@ async def test_serve_health_file_reports_components_and_cache(serve: ServeProces
     assert health is not None
     comps = health["components"]
     assert health["state"] == "running"
-    assert set(comps) == {"hoststate", "placement", "scheduler", "rpc"}
+    assert set(comps) == {"looplag", "hoststate", "placement", "scheduler", "rpc"}
+    assert comps["looplag"]["max_s"] < 5.0  # the loop's longest hold since start, in seconds
     assert comps["hoststate"]["stale"] is False and comps["hoststate"]["hosts"] == 36
     assert comps["scheduler"]["host_state_stale"] is False
     assert comps["placement"]["max_version"]
