@@ -346,7 +346,7 @@ class Service:
         """Atomically replace ``[asyncsched] health_file`` with :meth:`health` as JSON."""
         path = self._config.asyncsched.health_file
         if path:
-            _replace_file(path, json.dumps(self.health(), default=str, sort_keys=True))
+            _replace_file(path, self._health_json())
 
     async def _write_health_periodically(self) -> None:
         """The snapshot is taken on the loop; the file is written by a thread, so a slow disk
@@ -354,9 +354,11 @@ class Service:
         while True:
             path = self._config.asyncsched.health_file
             if path:
-                text = json.dumps(self.health(), default=str, sort_keys=True)
-                await asyncio.to_thread(_replace_file, path, text)
+                await asyncio.to_thread(_replace_file, path, self._health_json())
             await asyncio.sleep(self._config.asyncsched.refresh_interval)
+
+    def _health_json(self) -> str:
+        return json.dumps(self.health(), default=str, sort_keys=True)
 
     async def _drain_all(self, budget: float) -> None:
         loop = asyncio.get_running_loop()
