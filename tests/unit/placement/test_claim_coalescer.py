@@ -42,6 +42,30 @@ def payload(rp: str) -> dict[str, Any]:
     return {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u"}
 
 
+Answer = asyncio.Task[tuple[int, Any]]
+
+
+def claim(co: ClaimCoalescer, name: str, version: str = V) -> Answer:
+    """Consumer ``name`` claiming provider ``rp-<name>``."""
+    return asyncio.create_task(co.put(name, payload(f"rp-{name}"), version))
+
+
+async def occupied(fake: FakePlacement, *, max_batch: int = 32) -> tuple[ClaimCoalescer, Answer]:
+    """A coalescer with one write slot, taken by claim ``c0`` (the fake's gate is shut)."""
+    fake.gate.clear()
+    co = ClaimCoalescer(fake, max_batch=max_batch, in_flight=1)
+    first = claim(co, "c0")
+    await asyncio.sleep(0.01)
+    return co, first
+
+
+async def queued(co: ClaimCoalescer, names: list[str], version: str = V) -> list[Answer]:
+    """Claims made while the slot is busy, queued by the time this returns."""
+    tasks = [claim(co, n, version) for n in names]
+    await asyncio.sleep(0.01)
+    return tasks
+
+
 async def test_a_lone_claim_is_its_own_put_at_once() -> None:
     fake = FakePlacement()
     co = ClaimCoalescer(fake, max_batch=32, in_flight=2)
@@ -52,13 +76,9 @@ async def test_a_lone_claim_is_its_own_put_at_once() -> None:
 
 async def test_claims_waiting_for_a_slot_share_one_post() -> None:
     fake = FakePlacement()
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    first = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake)
     assert fake.puts() == ["c0"]  # the slot is taken
-    rest = [asyncio.create_task(co.put(f"c{i}", payload(f"rp{i}"), V)) for i in range(1, 6)]
-    await asyncio.sleep(0.01)
+    rest = await queued(co, [f"c{i}" for i in range(1, 6)])
     assert len(fake.writes) == 1  # nothing else leaves while the slot is busy
     fake.gate.set()
     assert await first == (204, None)
@@ -66,19 +86,15 @@ async def test_claims_waiting_for_a_slot_share_one_post() -> None:
     assert fake.posts() == [["c1", "c2", "c3", "c4", "c5"]]
     method, path, body, version = fake.writes[1]
     assert (method, path, version) == ("POST", "/allocations", V)
-    assert body["c3"] == payload("rp3")
+    assert body["c3"] == payload("rp-c3")
     assert co.stats.posts == 1 and co.stats.posted == 5 and co.stats.largest == 5
 
 
 async def test_batches_respect_max_batch_and_do_not_mix_microversions() -> None:
     fake = FakePlacement()
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=3, in_flight=1)
-    tasks = [asyncio.create_task(co.put("c0", payload("rp0"), V))]
-    await asyncio.sleep(0.01)
-    tasks += [asyncio.create_task(co.put(f"a{i}", payload(f"ra{i}"), V)) for i in range(4)]
-    tasks += [asyncio.create_task(co.put(f"b{i}", payload(f"rb{i}"), "1.38")) for i in range(2)]
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake, max_batch=3)
+    tasks = [first, *await queued(co, [f"a{i}" for i in range(4)])]
+    tasks += await queued(co, [f"b{i}" for i in range(2)], "1.38")
     fake.gate.set()
     await asyncio.gather(*tasks)
     posts = [(sorted(b), v) for m, _, b, v in fake.writes if m == "POST"]
@@ -93,13 +109,9 @@ async def test_a_refused_post_sends_each_member_alone_with_its_own_answer() -> N
         return (409, {"errors": []}) if path.endswith("/bad") else (204, None)
 
     fake = FakePlacement(answer)
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    first = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake)
     names = ["good1", "bad", "good2"]
-    tasks = [asyncio.create_task(co.put(n, payload(n), V)) for n in names]
-    await asyncio.sleep(0.01)
+    tasks = await queued(co, names)
     fake.gate.set()
     await first
     got = dict(zip(names, [await t for t in tasks], strict=True))
@@ -115,12 +127,8 @@ async def test_a_post_that_may_have_landed_reaches_every_member_as_its_error() -
         return 204, None
 
     fake = FakePlacement(answer)
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    first = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
-    tasks = [asyncio.create_task(co.put(f"c{i}", payload(f"rp{i}"), V)) for i in (1, 2)]
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake)
+    tasks = await queued(co, ["c1", "c2"])
     fake.gate.set()
     await first
     for t in tasks:
@@ -136,12 +144,8 @@ async def test_a_post_answered_with_a_server_error_falls_back_to_puts() -> None:
         return 204, None
 
     fake = FakePlacement(answer)
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    first = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
-    tasks = [asyncio.create_task(co.put(f"c{i}", payload(f"rp{i}"), V)) for i in (1, 2)]
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake)
+    tasks = await queued(co, ["c1", "c2"])
     fake.gate.set()
     assert [await t for t in (first, *tasks)] == [(204, None)] * 3
     assert sorted(fake.puts()) == ["c0", "c1", "c2"]
@@ -149,13 +153,8 @@ async def test_a_post_answered_with_a_server_error_falls_back_to_puts() -> None:
 
 async def test_a_caller_that_gives_up_while_queued_is_not_written() -> None:
     fake = FakePlacement()
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    first = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
-    gone = asyncio.create_task(co.put("gone", payload("rpg"), V))
-    kept = asyncio.create_task(co.put("kept", payload("rpk"), V))
-    await asyncio.sleep(0.01)
+    co, first = await occupied(fake)
+    gone, kept = await queued(co, ["gone", "kept"])
     gone.cancel()
     fake.gate.set()
     await first
@@ -165,14 +164,10 @@ async def test_a_caller_that_gives_up_while_queued_is_not_written() -> None:
 
 async def test_close_answers_queued_and_in_flight_claims_with_an_error() -> None:
     fake = FakePlacement()
-    fake.gate.clear()
-    co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    flying = asyncio.create_task(co.put("c0", payload("rp0"), V))
-    await asyncio.sleep(0.01)
-    queued = asyncio.create_task(co.put("c1", payload("rp1"), V))
-    await asyncio.sleep(0.01)
+    co, flying = await occupied(fake)
+    (waiting,) = await queued(co, ["c1"])
     await co.close()
-    for t in (flying, queued):
+    for t in (flying, waiting):
         with pytest.raises(PlacementError, match="closed"):
             await t
 
@@ -181,8 +176,7 @@ async def test_old_microversions_never_post() -> None:
     fake = FakePlacement()
     fake.gate.clear()
     co = ClaimCoalescer(fake, max_batch=32, in_flight=1)
-    tasks = [asyncio.create_task(co.put(f"c{i}", payload(f"rp{i}"), "1.12")) for i in range(3)]
-    await asyncio.sleep(0.01)
+    tasks = await queued(co, ["c0", "c1", "c2"], "1.12")
     fake.gate.set()
     await asyncio.gather(*tasks)
     assert fake.posts() == [] and sorted(fake.puts()) == ["c0", "c1", "c2"]
