@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from asyncsched.conf.options import PlacementOptions
 from asyncsched.objects.models import Selection
@@ -352,9 +352,9 @@ class ChaosStack:
     tmp: Path = field(init=False)
     daemons: list[ServeProcess] = field(default_factory=list)
 
-    async def __aenter__(self) -> ChaosStack:
+    async def __aenter__(self) -> Self:
         self.tmp = Path(tempfile.mkdtemp(prefix="asyncsched-chaos-"))
-        self.db = NovaDB(prefix="asyncsched_chaos")
+        self.db = self._new_db()
         self.placement = PlacementServer(workers=self.placement_workers)
         try:
             await asyncio.to_thread(self.placement.start)
@@ -363,10 +363,18 @@ class ChaosStack:
                 self.cloud = await seeding.seed_cloud(
                     self.db, seeder, self.hosts, [AggregatePlan(self.az, availability_zone=self.az)]
                 )
+            await self._seeded()
         except BaseException:
             await self.__aexit__()
             raise
         return self
+
+    def _new_db(self) -> NovaDB:
+        """The nova databases (made, then dropped with the stack); ``self.tmp`` exists."""
+        return NovaDB(prefix="asyncsched_chaos")
+
+    async def _seeded(self) -> None:
+        """Called once the cloud is seeded, before the stack is handed out."""
 
     async def __aexit__(self, *exc: object) -> None:
         for d in self.daemons:

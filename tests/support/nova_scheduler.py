@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import tempfile
 import time
 import uuid as uuidlib
 from collections.abc import Mapping
@@ -32,9 +31,8 @@ import asyncpg
 from asyncsched.conf.options import PlacementOptions
 from tests.support import cloud as seeding
 from tests.support.chaos import ChaosStack
-from tests.support.cloud import AggregatePlan
 from tests.support.nova_db import ADMIN_DSN, CELL0_UUID, CellDB, NovaDB, url_for
-from tests.support.placement_server import PlacementServer, terminate_group
+from tests.support.placement_server import terminate_group
 from tests.support.private_broker import PrivateBroker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,24 +313,14 @@ class NovaChaosStack(ChaosStack):
     novas: list[NovaSchedulerProcess] = field(default_factory=list)
     service_version: int = 0
 
-    async def __aenter__(self) -> NovaChaosStack:
-        self.tmp = Path(tempfile.mkdtemp(prefix="asyncsched-chaos-nova-"))
-        db = NovaManagedDB(self.tmp / "nova-manage", prefix="asyncsched_chaosnova")
-        self.db = db
-        self.placement = PlacementServer(workers=self.placement_workers)
-        try:
-            await asyncio.to_thread(self.placement.start)
-            await db.create(n_cells=2)
-            async with self.placement.seeder() as seeder:
-                self.cloud = await seeding.seed_cloud(
-                    db, seeder, self.hosts, [AggregatePlan(self.az, availability_zone=self.az)]
-                )
-            self.service_version = await asyncio.to_thread(nova_service_version)
-            await db.set_compute_service_version(self.service_version)
-        except BaseException:
-            await self.__aexit__()
-            raise
-        return self
+    def _new_db(self) -> NovaManagedDB:
+        return NovaManagedDB(self.tmp / "nova-manage", prefix="asyncsched_chaosnova")
+
+    async def _seeded(self) -> None:
+        """nova 34 will not start beside computes older than itself: they get its version."""
+        assert isinstance(self.db, NovaManagedDB)
+        self.service_version = await asyncio.to_thread(nova_service_version)
+        await self.db.set_compute_service_version(self.service_version)
 
     async def __aexit__(self, *exc: object) -> None:
         for n in self.novas:
