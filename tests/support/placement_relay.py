@@ -4,16 +4,28 @@ With ``delay`` set, each response chunk waits that long, so a batch stays in fli
 enough for a test to signal, kill or cut something mid-call (``flowing`` cleared holds them
 all until it is set again); ``candidates_seen`` tells when a
 GET /allocation_candidates passed (the daemon is then inside a call). With ``claim_group``
-above 1, claims going up (``PUT /allocations/...``, ``POST /allocations``) wait until that many
-are waiting, or ``claim_wait`` seconds passed, and then go on together: claims that several
-schedulers decided at about the same time reach Placement at the same moment, which is when
-its race between concurrent claims shows.
+above 1, a claim going up (``PUT /allocations/...``, ``POST /allocations``) waits until that
+many claims naming one of its providers wait, or ``claim_wait`` seconds passed, and then they
+go on together: claims that several schedulers decided at about the same time for the same
+host reach Placement at the same moment, which is when its race between concurrent claims
+shows. Claims for other hosts are not held for each other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import dataclass
 from typing import Any
+
+# A provider in a claim's body: ``"<uuid>": {"resources": ...`` (PUT and POST bodies alike).
+_PROVIDER = re.compile(rb'"([0-9a-f-]{36})"\s*:\s*\{\s*"resources"')
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: two claims may name the same hosts
+class _Held:
+    providers: frozenset[bytes]
+    go: asyncio.Future[None]
 
 
 class Relay:
@@ -27,10 +39,10 @@ class Relay:
         self.claim_seen = asyncio.Event()  # a claim (PUT or shared POST) went up to Placement
         self.flowing = asyncio.Event()  # cleared: responses are held until set again
         self.flowing.set()
-        self.claim_group = 0  # above 1: claims go up to Placement in groups of this many
+        self.claim_group = 0  # above 1: claims on one host go up in groups of this many
         self.claim_wait = 0.3  # ... or whatever waited this long
         self.claim_groups: list[int] = []  # size of each group released
-        self._held: list[asyncio.Future[None]] = []
+        self._held: list[_Held] = []
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[Any]] = set()
         self.port = 0
@@ -65,7 +77,8 @@ class Relay:
                     if not down and _is_claim(data):
                         self.claim_seen.set()
                     if not down and self.claim_group > 1 and _is_claim(data):
-                        await self._gate()
+                        data = await _whole_request(src, data)
+                        await self._gate(frozenset(_PROVIDER.findall(data)))
                     if down:
                         await self.flowing.wait()
                     if down and self.delay:
@@ -82,26 +95,48 @@ class Relay:
         finally:
             self._conns.discard(task)
 
-    async def _gate(self) -> None:
-        loop = asyncio.get_running_loop()
-        mine: asyncio.Future[None] = loop.create_future()
+    async def _gate(self, providers: frozenset[bytes]) -> None:
+        mine = _Held(providers, asyncio.get_running_loop().create_future())
         self._held.append(mine)
-        if len(self._held) >= self.claim_group:
-            self._release()
+        if len(self._partners(mine)) >= self.claim_group:
+            self._release(mine)
         else:
-            loop.call_later(self.claim_wait, self._release_if_waiting, mine)
-        await mine
+            asyncio.get_running_loop().call_later(self.claim_wait, self._release, mine)
+        await mine.go
 
-    def _release_if_waiting(self, claim: asyncio.Future[None]) -> None:
-        if not claim.done():
-            self._release()
+    def _partners(self, claim: _Held) -> list[_Held]:
+        """The held claims (``claim`` among them) that name one of its providers."""
+        return [h for h in self._held if h.providers & claim.providers]
 
-    def _release(self) -> None:
-        held, self._held = self._held, []
-        self.claim_groups.append(len(held))
-        for claim in held:
-            if not claim.done():
-                claim.set_result(None)
+    def _release(self, claim: _Held) -> None:
+        if claim.go.done():
+            return
+        group = self._partners(claim)
+        self._held = [h for h in self._held if h not in group]
+        self.claim_groups.append(len(group))
+        for h in group:
+            if not h.go.done():  # (a claim whose connection closed was cancelled)
+                h.go.set_result(None)
+
+
+async def _whole_request(src: asyncio.StreamReader, data: bytes) -> bytes:
+    """``data`` and what follows it up to the end of its body (Content-Length), so that the
+    claim's providers can be read: a client may send the head and the body apart."""
+    head, sep, body = data.partition(b"\r\n\r\n")
+    while not sep:
+        more = await src.read(65536)
+        if not more:
+            return data
+        data += more
+        head, sep, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    want = int(length.group(1)) if length else 0
+    while len(body) < want:
+        more = await src.read(want - len(body))
+        if not more:
+            break
+        body += more
+    return head + sep + body
 
 
 def _is_claim(data: bytes) -> bool:

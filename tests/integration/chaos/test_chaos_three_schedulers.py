@@ -5,9 +5,8 @@
   (nothing the dead process claimed half-way stays behind).
 * A tight cloud that fits N instances gets 2N from concurrent real oslo callers (single boots
   and small multi-creates): no provider ends over capacity, every instance is answered ok or
-  NoValidHost, nothing leaks. With ``[asyncsched] overcommit_guard = false`` the same run is
-  expected to show Placement's race (providers over capacity); that half needs the big size
-  (``make chaos``) to show reliably.
+  NoValidHost, nothing leaks. With ``[asyncsched] overcommit_guard = false`` the same run shows
+  Placement's race (providers over capacity) within a few repeats.
 """
 
 from __future__ import annotations
@@ -123,8 +122,8 @@ async def run_tight(
     amqp_url: str, guard: bool, hosts: int = HOSTS, per_host: int = PER_HOST
 ) -> tuple[list[Outcome], list[str], float]:
     async with ChaosStack(tight_hosts(hosts, per_host), placement_workers=4) as stack:
-        # The three reach Placement through one relay that lets their claims up in threes:
-        # claims decided at about the same time land together, as under a real burst.
+        # The three reach Placement through one relay that lets claims on one host up in
+        # threes: claims decided at about the same time land together, as under a real burst.
         relay = Relay(stack.placement.port)
         await relay.start()
         relay.claim_group = 3
@@ -169,18 +168,25 @@ async def test_tight_cloud_three_schedulers_never_overcommit(amqp_url: str) -> N
     assert placed <= CAPACITY
 
 
-# The race needs the big size to show at all (README "Faults and load", finding 3): only
-# `make chaos` runs this; `make test` deselects the marker rather than skipping it.
-@pytest.mark.chaos_big
+# Placement's race is a matter of timing: a run shows it or not as a whole (the three daemons'
+# first claims race or go one after another), in about half of the runs on this machine.
+RACE_ROUNDS = 12
+
+
 async def test_tight_cloud_without_the_guard_shows_the_race(amqp_url: str) -> None:
     """Hosts of one slot each: the three schedulers rank hosts alike, so calls they take at
     the same moment claim the same host, and every such pair is Placement's race (a host of
-    several slots is only raced for its last one)."""
-    outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=12, per_host=1)
-    over = [p for p in problems if p.startswith("over capacity")]
-    figure(
-        "tight cloud, guard off",
-        f"capacity 12 on 12 one-slot hosts, 24 instances: outcomes {kinds(outcomes)}, "
-        f"{len(over)} providers over capacity, {took:.1f} s",
-    )
-    assert over, "no provider over capacity without the guard: the race did not show"
+    several slots is only raced for its last one). The same run as above with the guard off,
+    repeated until one ends over capacity: it shows that the guard is what keeps the other
+    test's clouds within capacity."""
+    for r in range(1, RACE_ROUNDS + 1):
+        outcomes, problems, took = await run_tight(amqp_url, guard=False, hosts=12, per_host=1)
+        over = [p for p in problems if p.startswith("over capacity")]
+        figure(
+            "tight cloud, guard off",
+            f"round {r}: capacity 12 on 12 one-slot hosts, 24 instances: outcomes "
+            f"{kinds(outcomes)}, {len(over)} providers over capacity, {took:.1f} s",
+        )
+        if over:
+            return
+    raise AssertionError(f"no provider over capacity without the guard in {RACE_ROUNDS} runs")
