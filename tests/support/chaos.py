@@ -440,6 +440,21 @@ class ChaosStack:
         )
 
 
+RPC_COUNTS = ("received", "redelivered", "duplicates", "replies", "replies_dropped", "handed_back")
+
+
+def rpc_counts(daemon: ServeProcess) -> dict[str, int]:
+    """The daemon's own RPC counts, from the health file it writes when it stops (SIGTERM):
+    what it received and what it replied (the broker confirmed), against what callers got.
+    Empty when the file cannot be read."""
+    try:
+        health = json.loads((daemon.conf.parent / "health.json").read_text())
+        stats = health["components"]["rpc"]["stats"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {k: int(stats.get(k, 0)) for k in RPC_COUNTS}
+
+
 def latency_line(outcomes: Sequence[Outcome]) -> str:
     secs = [o.seconds for o in outcomes if o.kind == "ok"]
     p = percentiles(secs)
