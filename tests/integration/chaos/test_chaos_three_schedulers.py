@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 import pytest_asyncio
@@ -74,7 +74,10 @@ async def test_sigkill_one_of_three_mid_batch(roomy: ChaosStack, amqp_url: str) 
             await asyncio.sleep(0.2)
             t_kill = time.monotonic()
             victim.kill()
-            outcomes: list[Outcome] = [f.result(timeout=300) for f in futures]
+            # Wait off the loop: the relay lives on it, and a blocked relay keeps the dead
+            # process's connections to Placement open, holding its workers from the others.
+            await asyncio.to_thread(wait, futures, 300)
+            outcomes: list[Outcome] = [f.result() for f in futures]
             t_done = time.monotonic()
     finally:
         client.close()
