@@ -130,14 +130,18 @@ class ClaimCoalescer:
         return batch
 
     async def _send(self, batch: list[_Claim]) -> None:
+        failure = "Placement client closed during the claim"  # cancelled by close()
         try:
             if len(batch) == 1 or not at_least(batch[0].version, POST_ALLOCATIONS_VERSION):
                 await asyncio.gather(*(self._alone(c) for c in batch))
             elif not await self._post(batch):
                 await asyncio.gather(*(self._alone(c) for c in batch))
+        except Exception as exc:  # a bug: its claims fail, the writer goes on with the rest
+            LOG.exception("placement: writing %d claims failed unexpectedly", len(batch))
+            failure = f"claim write failed unexpectedly: {exc!r}"
         finally:
-            for claim in batch:  # cancelled mid-write (close): never leave a caller waiting
-                _settle(claim, error=PlacementError("Placement client closed during the claim"))
+            for claim in batch:  # never leave a caller waiting
+                _settle(claim, error=PlacementError(failure))
             self._busy -= 1
             self._kick()
 

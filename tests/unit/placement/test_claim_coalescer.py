@@ -172,6 +172,23 @@ async def test_close_answers_queued_and_in_flight_claims_with_an_error() -> None
             await t
 
 
+async def test_an_unexpected_error_fails_its_claims_by_name_and_the_writer_goes_on() -> None:
+    def answer(method: str, path: str, body: Any) -> tuple[int, Any]:
+        if method == "POST":
+            raise RuntimeError("bug in the writer")
+        return 204, None
+
+    fake = FakePlacement(answer)
+    co, first = await occupied(fake)
+    shared = await queued(co, ["c1", "c2"])
+    fake.gate.set()
+    assert await first == (204, None)
+    for t in shared:
+        with pytest.raises(PlacementError, match="failed unexpectedly: RuntimeError"):
+            await t
+    assert await co.put("c3", payload("rp-c3"), V) == (204, None)  # the slot was given back
+
+
 async def test_old_microversions_never_post() -> None:
     fake = FakePlacement()
     fake.gate.clear()
