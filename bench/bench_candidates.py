@@ -176,6 +176,15 @@ def run_mode(
         out["single_p50_ms"] = p50(lat) * 1000
         out["single_p90_ms"] = pct(lat, 0.9) * 1000
         with ThreadPoolExecutor(args.callers) as pool:
+            # Each caller thread connects first (a conductor worker is connected already): a
+            # ping per thread, held at a barrier so that every thread takes one.
+            connected = threading.Barrier(args.callers)
+
+            def connect(_: int) -> None:
+                callers.client().ping("bench")
+                connected.wait(120)
+
+            list(pool.map(connect, range(args.callers)))
             t0 = time.perf_counter()
             res = list(pool.map(lambda _: callers.boot(1), range(args.boots)))
             took = time.perf_counter() - t0
@@ -307,14 +316,25 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
         try:
             results = []
-            for mode, text in (
-                ("mirror", with_mirror),
-                ("GET", base + "placement_mirror = false\n"),
-            ):
+            extra = "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.option)
+            modes = [("mirror", with_mirror + extra)]
+            if not args.mirror_only:
+                modes.append(("GET", base + "placement_mirror = false\n" + extra))
+            for mode, text in modes:
                 results.append(await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn))
                 print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
         finally:
             beat.cancel()
+        if args.mirror_only:
+            m = results[0]
+            print(
+                f"mirror only {args.option}: one boot p50 {m['single_p50_ms']:.0f} ms; "
+                f"{args.boots} boots from {args.callers} callers {m['concurrent_boots_s']:.1f}/s, "
+                f"p50 {m['concurrent_p50_ms']:.0f} ms, p90 {m['concurrent_p90_ms']:.0f} ms; "
+                f"{args.multi}-instance multi-create {m['multi_s']:.2f} s; "
+                f"claim writes {json.dumps(m.get('claim_batches'))}"
+            )
+            return
         rates = {c: await claim_rate(server, hosts, args.claims, c) for c in (1, 8, args.callers)}
         shared = {
             c: await claim_rate(server, hosts, args.claims, c, batch=32, in_flight=4)
@@ -528,6 +548,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--claims", type=int, default=300)
     ap.add_argument("--growth", default="1000,10000,100000", help="sizes, or '' to skip")
     ap.add_argument("--skip-e2e", action="store_true")
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [asyncsched] option for the daemon in both modes (repeatable)",
+    )
+    ap.add_argument(
+        "--mirror-only",
+        action="store_true",
+        help="the mirror path alone: no GET path, no Placement floor (quick comparisons)",
+    )
     args = ap.parse_args(argv)
     if not args.skip_e2e:
         asyncio.run(e2e(args))
