@@ -282,4 +282,5 @@ class PlacementMirror:
             "last_changed_providers": s.last_changed,
             "pending_claims": len(self._pending),
             "last_error": s.last_error,
+            "guard_usage_queries": self.usage.queries,  # the overcommit guard's reads
         }

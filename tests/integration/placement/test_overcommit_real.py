@@ -177,3 +177,46 @@ async def test_database_usage_is_what_placements_api_says(busy_placement: Placem
             assert source.fallbacks == 1
         finally:
             await reader.close()
+
+
+async def test_reads_asked_together_share_one_query(busy_placement: PlacementServer) -> None:
+    """Claims that shared a POST are confirmed together: their usage reads are one query, and
+    each reader gets what a read of its own provider alone gives."""
+    reader = reader_for(busy_placement)
+    try:
+        async with busy_placement.seeder() as s:
+            rps = [
+                await s.compute_node(f"batch-{uuidlib.uuid4().hex[:8]}", vcpus=2 + i)
+                for i in range(3)
+            ]
+            status, _ = await s.call(
+                "PUT",
+                f"/allocations/{uuidlib.uuid4()}",
+                {
+                    "allocations": {rps[1]: {"resources": CLAIM}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                },
+                version="1.28",
+            )
+            assert status == 204
+        unknown = str(uuidlib.uuid4())
+        asked = [*rps, rps[1], unknown]
+        together = await asyncio.gather(*(reader.read(u) for u in asked))
+        assert reader.queries == 1
+        alone = [await reader.read(u) for u in asked]
+        assert reader.queries == 1 + len(asked)
+        assert together == alone
+        assert together[1][1] == CLAIM and together[0][1] == {}  # used: only where claimed
+        async with busy_placement.seeder() as s:
+            for rp, (capacity, _) in zip(rps, together, strict=False):
+                status, inv = await s.call("GET", f"/resource_providers/{rp}/inventories")
+                assert status == 200
+                assert capacity == {
+                    rc: int((v["total"] - v["reserved"]) * v["allocation_ratio"])
+                    for rc, v in inv["inventories"].items()
+                }
+        assert together[-1] == ({}, {})  # a provider the database does not have
+    finally:
+        await reader.close()
