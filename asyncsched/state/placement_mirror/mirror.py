@@ -49,6 +49,7 @@ class _Stats:
     last_error: str | None = None
     load_ms: float | None = None
     timings: list[float] = field(default_factory=list)
+    over_capacity_found: int = 0  # providers seen going over capacity
 
 
 class PlacementMirror:
@@ -83,6 +84,7 @@ class PlacementMirror:
         self._wake = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._stats = _Stats()
+        self._over: set[str] = set()  # uuids of providers over capacity now
         # the overcommit guard's fresh reads of one provider, on connections of their own
         self.usage = ProviderUsageReader(url, timeout=query_timeout)
 
@@ -204,12 +206,36 @@ class PlacementMirror:
         s.total_ms += ms
         s.last_changed = result.changed
         s.timings = [*s.timings[-199:], ms]
+        self._watch_capacity(self.state, result.state)
         self.state = result.state
         self._names = result.names
         self._prints = result.prints
         self._snapshot_at = started
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
+
+    def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
+        """Log and count providers going over capacity, whoever's claims did it: the guard
+        only looks at the providers of our own claims (issue #13)."""
+        before = old.providers if old is not None else {}
+        for pid, p in new.providers.items():
+            if before.get(pid) is p:  # unchanged since the last refresh
+                continue
+            over = p.over_capacity()
+            if over and p.uuid not in self._over:
+                self._stats.over_capacity_found += 1
+                LOG.warning(
+                    "placement mirror: provider %s (%s) is over capacity: %s",
+                    p.uuid,
+                    p.name,
+                    ", ".join(f"{rc} {u} of {c}" for rc, (u, c) in sorted(over.items())),
+                )
+            if over:
+                self._over.add(p.uuid)
+            elif p.uuid in self._over:
+                self._over.discard(p.uuid)
+                LOG.info("placement mirror: provider %s (%s) fits again", p.uuid, p.name)
+        self._over &= new.by_uuid.keys()  # deleted providers
 
     def refresh_soon(self) -> None:
         """Ask the background task for a refresh now (a claim was refused)."""
@@ -283,4 +309,6 @@ class PlacementMirror:
             "pending_claims": len(self._pending),
             "last_error": s.last_error,
             "guard_usage_queries": self.usage.queries,  # the overcommit guard's reads
+            "providers_over_capacity": len(self._over),
+            "over_capacity_found": s.over_capacity_found,
         }

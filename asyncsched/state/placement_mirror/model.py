@@ -58,6 +58,16 @@ class Provider:
     def is_root(self) -> bool:
         return self.parent_id is None
 
+    def over_capacity(self) -> dict[str, tuple[int, int]]:
+        """``class -> (used, capacity)`` where the allocations exceed Placement's capacity
+        (concurrent claims it let through, or an inventory lowered under its allocations)."""
+        out: dict[str, tuple[int, int]] = {}
+        for rc, used in self.used.items():
+            inv = self.inventories.get(rc)
+            if inv is not None and used > (inv.total - inv.reserved) * inv.allocation_ratio:
+                out[rc] = (used, inv.capacity)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class MirrorState:

@@ -147,6 +147,43 @@ async def test_refused_claim_refreshes_at_once_and_the_host_leaves_the_candidate
                 await mirror.close()
 
 
+async def test_a_provider_over_capacity_is_logged_and_counted_whoever_claimed_it(
+    placement: PlacementServer, ro_role: ReadOnlyRole, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No claim of ours: another client fills a host, then its inventory is lowered under the
+    allocations (Placement allows that, as it let two schedulers' claims through)."""
+    async with placement.seeder() as s:
+        (rp,) = await s.compute_nodes(1, prefix="overcap", vcpus=4, cpu_allocation_ratio=1.0)
+        assert await put_alloc(s, str(uuidlib.uuid4()), rp, {"VCPU": 3}) == 204
+        mirror = make_mirror(ro_role, interval=3600)
+        await mirror.start()
+        try:
+            assert mirror.health()["providers_over_capacity"] == 0
+
+            async def set_vcpus(total: int) -> None:
+                status, inv = await s.call("GET", f"/resource_providers/{rp}/inventories")
+                assert status == 200
+                inv["inventories"]["VCPU"]["total"] = total
+                status, body = await s.call("PUT", f"/resource_providers/{rp}/inventories", inv)
+                assert status == 200, body
+
+            with caplog.at_level("WARNING", logger="asyncsched.state.placement_mirror"):
+                await set_vcpus(2)
+                await mirror.refresh()
+            h = mirror.health()
+            assert (h["providers_over_capacity"], h["over_capacity_found"]) == (1, 1)
+            assert f"provider {rp} (overcap-" in caplog.text
+            assert "is over capacity: VCPU 3 of 2" in caplog.text
+            await mirror.refresh()  # still over: counted once
+            assert mirror.health()["over_capacity_found"] == 1
+            await set_vcpus(4)
+            await mirror.refresh()
+            h = mirror.health()
+            assert (h["providers_over_capacity"], h["over_capacity_found"]) == (0, 1)
+        finally:
+            await mirror.close()
+
+
 async def test_database_outage_serves_from_the_mirror_while_young_then_asks_placement(
     placement: PlacementServer, ro_role: ReadOnlyRole
 ) -> None:
