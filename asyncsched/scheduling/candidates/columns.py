@@ -141,7 +141,7 @@ def _set_row(cols: ClassColumns, i: int, p: Provider, rc: str) -> None:
         cols.min_unit[i], cols.max_unit[i], cols.step[i] = 0, 0, 1
         return
     cols.has[i] = True
-    cols.usable[i] = (inv.total - inv.reserved) * inv.allocation_ratio
+    cols.usable[i] = inv.limit
     cols.used[i] = p.used.get(rc, 0)
     cols.min_unit[i], cols.max_unit[i], cols.step[i] = inv.min_unit, inv.max_unit, inv.step_size
 

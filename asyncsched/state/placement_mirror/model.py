@@ -24,14 +24,20 @@ class Inventory:
     allocation_ratio: float
 
     @property
+    def limit(self) -> float:
+        """What allocations of the class may sum to: ``(total - reserved) * allocation_ratio``
+        (Placement compares with this float; it reports the ``int`` of it as capacity)."""
+        return (self.total - self.reserved) * self.allocation_ratio
+
+    @property
     def capacity(self) -> int:
         """Placement's own rule: ``int((total - reserved) * allocation_ratio)``."""
-        return int((self.total - self.reserved) * self.allocation_ratio)
+        return int(self.limit)
 
     def fits(self, used: int, amount: int) -> bool:
         """Placement's capacity clause for one resource class of one provider."""
         return (
-            used + amount <= (self.total - self.reserved) * self.allocation_ratio
+            used + amount <= self.limit
             and self.min_unit <= amount <= self.max_unit
             and amount % self.step_size == 0
         )
@@ -64,7 +70,7 @@ class Provider:
         out: dict[str, tuple[int, int]] = {}
         for rc, used in self.used.items():
             inv = self.inventories.get(rc)
-            if inv is not None and used > (inv.total - inv.reserved) * inv.allocation_ratio:
+            if inv is not None and used > inv.limit:
                 out[rc] = (used, inv.capacity)
         return out
 
