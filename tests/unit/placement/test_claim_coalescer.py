@@ -120,16 +120,25 @@ async def test_a_refused_post_sends_each_member_alone_with_its_own_answer() -> N
     assert co.stats.refused == 1 and co.stats.posted == 0
 
 
-async def test_a_post_that_may_have_landed_reaches_every_member_as_its_error() -> None:
+async def post_raising(
+    exc: Exception,
+) -> tuple[FakePlacement, ClaimCoalescer, Answer, list[Answer]]:
+    """c0 alone, then c1 and c2 queued behind it into one POST that raises ``exc``; released."""
+
     def answer(method: str, path: str, body: Any) -> tuple[int, Any]:
         if method == "POST":
-            raise PlacementTimeout("no answer within 30 s")
+            raise exc
         return 204, None
 
     fake = FakePlacement(answer)
     co, first = await occupied(fake)
-    tasks = await queued(co, ["c1", "c2"])
+    shared = await queued(co, ["c1", "c2"])
     fake.gate.set()
+    return fake, co, first, shared
+
+
+async def test_a_post_that_may_have_landed_reaches_every_member_as_its_error() -> None:
+    fake, _, first, tasks = await post_raising(PlacementTimeout("no answer within 30 s"))
     await first
     for t in tasks:
         with pytest.raises(PlacementTimeout):
@@ -173,15 +182,7 @@ async def test_close_answers_queued_and_in_flight_claims_with_an_error() -> None
 
 
 async def test_an_unexpected_error_fails_its_claims_by_name_and_the_writer_goes_on() -> None:
-    def answer(method: str, path: str, body: Any) -> tuple[int, Any]:
-        if method == "POST":
-            raise RuntimeError("bug in the writer")
-        return 204, None
-
-    fake = FakePlacement(answer)
-    co, first = await occupied(fake)
-    shared = await queued(co, ["c1", "c2"])
-    fake.gate.set()
+    _, co, first, shared = await post_raising(RuntimeError("bug in the writer"))
     assert await first == (204, None)
     for t in shared:
         with pytest.raises(PlacementError, match="failed unexpectedly: RuntimeError"):
