@@ -71,8 +71,10 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def spec(n: int) -> dict[str, Any]:
-    return request_spec_primitive(num_instances=n, group_policy=None, **FLAVOR)
+def spec(n: int, tenant: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A boot of ``n`` instances; ``tenant`` (project, user) or a new one for this boot."""
+    who: dict[str, Any] = {} if tenant is None else {"project_id": tenant[0], "user_id": tenant[1]}
+    return request_spec_primitive(num_instances=n, group_policy=None, **FLAVOR, **who)
 
 
 # ---- the daemon, as systemd runs it ----------------------------------------------------------
@@ -118,10 +120,16 @@ class Serve:
 
 
 class Callers:
-    """One oslo.messaging client per calling thread, as separate conductor workers have."""
+    """One oslo.messaging client per calling thread, as separate conductor workers have.
 
-    def __init__(self, url: str) -> None:
+    With ``projects`` > 0 each thread boots for one of that many tenants (project and user,
+    the k-th thread for tenant k mod ``projects``), as a cloud's boots mostly come from
+    tenants Placement already knows; with 0 every boot is a new tenant's first, which costs
+    Placement two more rows (and transactions) per claim."""
+
+    def __init__(self, url: str, projects: int = 0) -> None:
         self.url = url
+        self.tenants = [(uuidlib.uuid4().hex, uuidlib.uuid4().hex) for _ in range(projects)]
         self._local = threading.local()
         self._all: list[OsloSchedulerClient] = []
         self._lock = threading.Lock()
@@ -132,6 +140,8 @@ class Callers:
             c = OsloSchedulerClient(self.url, timeout=600.0, call_monitor_timeout=None)
             self._local.client = c
             with self._lock:
+                if self.tenants:
+                    self._local.tenant = self.tenants[len(self._all) % len(self.tenants)]
                 self._all.append(c)
         return c
 
@@ -139,7 +149,7 @@ class Callers:
         uuids = [str(uuidlib.uuid4()) for _ in range(n)]
         c = self.client()
         t0 = time.perf_counter()
-        reply = c.select_destinations(spec(n), uuids)
+        reply = c.select_destinations(spec(n, getattr(self._local, "tenant", None)), uuids)
         return time.perf_counter() - t0, (uuids, reply)
 
     def close(self) -> None:
@@ -166,7 +176,7 @@ def run_mode(
     health = tmp / f"{mode}.health.json"
     conf.write_text(conf_text + f"health_file = {health}\n")
     serve = Serve(conf, tmp / f"{mode}.log", health)
-    callers = Callers(amqp)
+    callers = Callers(amqp, args.projects)
     out: dict[str, Any] = {"mode": mode}
     try:
         out["ready_s"] = serve.start()
@@ -227,11 +237,14 @@ async def claim_rate(
     *,
     batch: int = 1,
     in_flight: int = 4,
+    projects: int = 1,
 ) -> tuple[float, float]:
     """Placement alone: ``n`` one-instance claims at ``conc`` in flight, as the daemon's
     client sends them (guard off): each its own PUT /allocations, or with ``batch`` > 1 the
-    waiting ones sharing POSTs. (claims/s, p50 latency of one claim in ms)."""
+    waiting ones sharing POSTs, claim i for tenant i mod ``projects`` (0: a new tenant each).
+    (claims/s, p50 latency of one claim in ms)."""
     lat: list[float] = []
+    tenants = [(uuidlib.uuid4().hex, uuidlib.uuid4().hex) for _ in range(projects)]
     async with PlacementClient(
         server.options, claim_batch_size=batch, claim_writes_in_flight=in_flight
     ) as client:
@@ -240,9 +253,12 @@ async def claim_rate(
         async def one(i: int) -> bool:
             rp = hosts[(i * 7919) % len(hosts)].uuid
             ar = {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}}
+            project, user = (
+                tenants[i % projects] if projects else (uuidlib.uuid4().hex, uuidlib.uuid4().hex)
+            )
             async with sem:
                 t = time.perf_counter()
-                ok = await client.claim(str(uuidlib.uuid4()), ar, project_id="p", user_id="u")
+                ok = await client.claim(str(uuidlib.uuid4()), ar, project_id=project, user_id=user)
                 lat.append(time.perf_counter() - t)
                 return ok
 
@@ -328,16 +344,22 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         if args.mirror_only:
             m = results[0]
             print(
-                f"mirror only {args.option}: one boot p50 {m['single_p50_ms']:.0f} ms; "
+                f"mirror only {args.option}, {args.projects} projects: "
+                f"one boot p50 {m['single_p50_ms']:.0f} ms; "
                 f"{args.boots} boots from {args.callers} callers {m['concurrent_boots_s']:.1f}/s, "
                 f"p50 {m['concurrent_p50_ms']:.0f} ms, p90 {m['concurrent_p90_ms']:.0f} ms; "
                 f"{args.multi}-instance multi-create {m['multi_s']:.2f} s; "
                 f"claim writes {json.dumps(m.get('claim_batches'))}"
             )
             return
-        rates = {c: await claim_rate(server, hosts, args.claims, c) for c in (1, 8, args.callers)}
+        rates = {
+            c: await claim_rate(server, hosts, args.claims, c, projects=args.projects)
+            for c in (1, 8, args.callers)
+        }
         shared = {
-            c: await claim_rate(server, hosts, args.claims, c, batch=32, in_flight=4)
+            c: await claim_rate(
+                server, hosts, args.claims, c, batch=32, in_flight=4, projects=args.projects
+            )
             for c in (args.callers, 64)
         }
         report_e2e(results, rates, shared, args)
@@ -544,6 +566,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--get-single", type=int, default=8, help="sequential boots on the GET path")
     ap.add_argument("--boots", type=int, default=100)
     ap.add_argument("--callers", type=int, default=20)
+    ap.add_argument(
+        "--projects",
+        type=int,
+        default=20,
+        help="tenants the callers boot for (caller k: tenant k mod N); 0: a new one per boot",
+    )
     ap.add_argument("--multi", type=int, default=1000)
     ap.add_argument("--claims", type=int, default=300)
     ap.add_argument("--growth", default="1000,10000,100000", help="sizes, or '' to skip")
