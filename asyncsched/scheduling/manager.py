@@ -17,7 +17,7 @@ import operator
 import random
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -94,6 +94,8 @@ class _Request:
         # (instance uuid, host uuid) -> host: what this request consumed, in order
         self.consumed: dict[tuple[str, str], HostState] = {}
         self.failed: dict[str, set[int]] = {}
+        # the first instance's pick order: nova takes a lone instance's alternates from it
+        self.first_order: Iterable[int] | None = None
         self.claim_wait = 0.0  # seconds spent waiting for Placement's answers to the claims
         # Deciding, settling and releasing are linear in the instances, and give the loop a
         # turn every few ms so one big multi-create never stalls other calls or heartbeats.
@@ -499,12 +501,17 @@ class SchedulerManager:
             return None
         ordering = hosts.pick(spec)
         if legacy:
+            if index == 0:
+                req.first_order = ordering.indices()
             base = ordering.chosen_index
             await req.consume(base, spec, instance_uuid)
             placed = _Placed(instance_uuid, base, None)
             req.placed.append(placed)
             return placed
-        for base in ordering.indices():
+        order = ordering.indices()
+        if index == 0 and not exclude:
+            req.first_order = order
+        for base in order:
             if base in exclude or not hosts.cands[base]:
                 continue
             alloc = hosts.cands[base][0]
@@ -610,11 +617,15 @@ class SchedulerManager:
         if num_alts <= 0 or not req.placed:
             return out
         hosts = req.hosts
-        if index > 0 and not skip_filters:
-            hosts.filter(spec, index)
-        if not len(hosts):
-            return out
-        order = hosts.pick(spec).indices()
+        order = req.first_order
+        if index > 0 or order is None or req.failed:
+            # nova filters and weighs again only after the first instance
+            # (_get_alternate_hosts); a lone instance's alternates follow its pick's order
+            if index > 0 and not skip_filters:
+                hosts.filter(spec, index)
+            if not len(hosts):
+                return out
+            order = hosts.pick(spec).indices()
         selected = {p.base for p in req.placed}
         for i, p in enumerate(req.placed):
             await req.pacer.tick()

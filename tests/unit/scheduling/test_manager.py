@@ -355,6 +355,22 @@ async def test_host_subset_size_spreads_choices() -> None:
     assert seen == {"cmp0", "cmp1", "cmp2"}
 
 
+async def test_lone_instance_alternates_follow_its_pick_order() -> None:
+    """nova's _get_alternate_hosts weighs again only after the first instance: a lone
+    instance's alternates are its pick's order without the chosen host, not a new pick (with
+    host_subset_size > 1 a new pick would put another random host of the subset first)."""
+    conf = config(filter_scheduler={"host_subset_size": 3})
+    chosen = set()
+    for _ in range(30):
+        mgr, _, _ = manager(cloud(5), conf)
+        spec, uuids = boot()
+        [[sel, *alts]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+        chosen.add(sel.service_host)
+        rest = [h for h in ("cmp0", "cmp1", "cmp2", "cmp3") if h != sel.service_host]
+        assert [a.service_host for a in alts] == rest[:2]
+    assert chosen == {"cmp0", "cmp1", "cmp2"}
+
+
 async def test_reconfigure_keeps_old_on_error() -> None:
     mgr, _, _ = manager(cloud(2))
     old = mgr.engine
