@@ -15,11 +15,12 @@ class Candidates:
     """A parsed GET /allocation_candidates answer.
 
     The dicts are Placement's own JSON objects, shared, not copied: treat them as read-only
-    (the claim makes its own shallow payload).
+    (the claim makes its own shallow payload). ``provider_summaries`` is a read-only mapping:
+    the mirror's answers lay a few changed entries over a shared one.
     """
 
     allocation_requests: list[dict[str, Any]]
-    provider_summaries: dict[str, Any]
+    provider_summaries: Mapping[str, Any]
     alloc_reqs_by_rp_uuid: dict[str, list[dict[str, Any]]]
     version: str = CANDIDATES_VERSION
 

@@ -23,7 +23,7 @@ Placement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,19 +315,50 @@ def with_pending(
     shown = [u for u in pending if u in summaries]
     if not gone and not shown:
         return base
-    areqs = base.allocation_requests
     # the same allocation requests object while no root is gone: the scheduler keeps its
     # view of the hosts for as long as that object stands
-    new_by_rp = dict(by_rp) if gone else by_rp
-    new_summaries = dict(summaries)
+    areqs, new_by_rp = base.allocation_requests, by_rp
+    dropped: set[str] = set()
     if gone:
-        dropped: set[int] = set()
+        new_by_rp = dict(by_rp)
+        left: set[int] = set()
         for uuid in gone:
-            dropped.update(id(a) for a in new_by_rp.pop(uuid))
+            left.update(id(a) for a in new_by_rp.pop(uuid))
             for rp_id in state.tree_of(state.by_uuid[uuid]):
-                new_summaries.pop(providers[rp_id].uuid, None)
-        areqs = [a for a in areqs if id(a) not in dropped]
-    for uuid in shown:
-        if uuid in new_summaries:
-            new_summaries[uuid] = summary(state, providers[state.by_uuid[uuid]], pending[uuid])
-    return Candidates(list(areqs), new_summaries, new_by_rp, base.version)
+                if (u := providers[rp_id].uuid) in summaries:
+                    dropped.add(u)
+        areqs = [a for a in areqs if id(a) not in left]
+    patch = {
+        u: summary(state, providers[state.by_uuid[u]], pending[u])
+        for u in shown
+        if u not in dropped
+    }
+    return Candidates(areqs, PatchedSummaries(summaries, patch, dropped), new_by_rp, base.version)
+
+
+class PatchedSummaries(Mapping[str, Any]):
+    """``base`` with the entries of ``patch`` replacing its own and those in ``dropped``
+    gone, without copying it: a request with pending claims differs from the shared answer
+    of 10,000 providers in a few. ``patch`` and ``dropped`` hold keys of ``base`` only."""
+
+    __slots__ = ("_base", "_dropped", "_patch")
+
+    def __init__(self, base: Mapping[str, Any], patch: dict[str, Any], dropped: set[str]) -> None:
+        self._base, self._patch, self._dropped = base, patch, dropped
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._patch:
+            return self._patch[key]
+        if key in self._dropped:
+            raise KeyError(key)
+        return self._base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self._dropped and key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        dropped = self._dropped
+        return iter(self._base) if not dropped else (k for k in self._base if k not in dropped)
+
+    def __len__(self) -> int:
+        return len(self._base) - len(self._dropped)

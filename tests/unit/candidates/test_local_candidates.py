@@ -324,6 +324,11 @@ def test_a_reused_answer_patched_with_pending_claims_equals_one_computed_anew() 
             assert a.allocation_requests == b.allocation_requests
             assert list(a.provider_summaries.items()) == list(b.provider_summaries.items())
             assert list(a.alloc_reqs_by_rp_uuid.items()) == list(b.alloc_reqs_by_rp_uuid.items())
+            # the patched summaries answer lookups as the dict built anew does
+            assert len(a.provider_summaries) == len(b.provider_summaries)
+            for u in uuids:
+                assert (u in a.provider_summaries) == (u in b.provider_summaries)
+                assert a.provider_summaries.get(u) == b.provider_summaries.get(u)
     # the state's own answer is not changed by the patches made from it
     clean = kept.compute(state, reqs[0])
     fresh = LocalCandidates(reuse_answers=False).compute(state, reqs[0])
