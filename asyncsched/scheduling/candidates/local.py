@@ -263,34 +263,38 @@ class LocalCandidates:
             by_rp[u] = one
             for rp_id in state.tree_of(root.id) if trees else (root.id,):
                 p = providers[rp_id]
-                mine = pending.get(p.uuid)
-                if mine:
-                    summaries[p.uuid] = summary(state, p, mine)
-                    continue
                 hit = cache.get(rp_id)
                 if hit is None or hit[0] is not p:
                     hit = cache[rp_id] = (p, summary(state, p))
-                summaries[p.uuid] = hit[1]
+                mine = pending.get(p.uuid)
+                summaries[p.uuid] = plus_pending(hit[1], mine) if mine else hit[1]
         return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
 
 
-def summary(
-    state: MirrorState, p: Provider, pending: Mapping[str, int] | None = None
-) -> dict[str, Any]:
+def summary(state: MirrorState, p: Provider) -> dict[str, Any]:
     """One provider's entry in ``provider_summaries`` at microversion 1.36 (shared, read-only)."""
     used = p.used
     parent = state.providers[p.parent_id].uuid if p.parent_id is not None else None
     return {
         "resources": {
-            rc: {
-                "capacity": inv.capacity,
-                "used": used.get(rc, 0) + (pending.get(rc, 0) if pending else 0),
-            }
+            rc: {"capacity": inv.capacity, "used": used.get(rc, 0)}
             for rc, inv in p.inventories.items()
         },
         "traits": sorted(p.traits),
         "parent_provider_uuid": parent,
         "root_provider_uuid": state.providers[p.root_id].uuid,
+    }
+
+
+def plus_pending(shown: Mapping[str, Any], pending: Mapping[str, int]) -> dict[str, Any]:
+    """A provider's summary with ``pending`` amounts added to its usage (traits and tree
+    shared with the summary it is made from)."""
+    return {
+        **shown,
+        "resources": {
+            rc: {"capacity": r["capacity"], "used": r["used"] + pending.get(rc, 0)}
+            for rc, r in shown["resources"].items()
+        },
     }
 
 
@@ -328,11 +332,7 @@ def with_pending(
                 if (u := providers[rp_id].uuid) in summaries:
                     dropped.add(u)
         areqs = [a for a in areqs if id(a) not in left]
-    patch = {
-        u: summary(state, providers[state.by_uuid[u]], pending[u])
-        for u in shown
-        if u not in dropped
-    }
+    patch = {u: plus_pending(summaries[u], pending[u]) for u in shown if u not in dropped}
     return Candidates(areqs, PatchedSummaries(summaries, patch, dropped), new_by_rp, base.version)
 
 
