@@ -218,15 +218,23 @@ def run_mode(
     return out
 
 
-async def heartbeat(db: NovaDB, every: float = 10.0) -> None:
-    """Keep every seeded compute service up (service_down_time is 60 s)."""
+async def heartbeat(db: NovaDB, every: float = 10.0, slices: int = 10) -> None:
+    """Keep every seeded compute service up (service_down_time is 60 s), each reporting once
+    per ``every`` seconds as nova-compute's report_interval does: a tenth of them each
+    ``every / slices`` seconds, not all 10,000 rows at one instant."""
+    tick = 0
     while True:
         now = datetime.now(UTC).replace(tzinfo=None)
         for cell in db.cells:
             await db.cell_execute(
-                cell, "UPDATE services SET updated_at = $1, last_seen_up = $1", now
+                cell,
+                "UPDATE services SET updated_at = $1, last_seen_up = $1 WHERE id % $2 = $3",
+                now,
+                slices,
+                tick % slices,
             )
-        await asyncio.sleep(every)
+        tick += 1
+        await asyncio.sleep(every / slices)
 
 
 async def claim_rate(
