@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
+from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import ConfigError
 
 _POSTGRES_SCHEMES = {"postgresql", "postgres"}
@@ -24,15 +25,6 @@ def to_asyncpg_dsn(url: str) -> str:
         )
     if dialect not in _POSTGRES_SCHEMES or (not parts.netloc and not parts.query):
         raise ConfigError(
-            f"not a PostgreSQL URL: {redact_url(url)!r} (expected postgresql://user@host/db)"
+            f"not a PostgreSQL URL: {mask_url_passwords(url)!r} (expected postgresql://user@host/db)"
         )
     return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
-
-
-def redact_url(url: str) -> str:
-    """Replace the password of a URL with ``***`` (for logs and check-config)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

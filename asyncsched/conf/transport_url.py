@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import ConfigError
 
 _SCHEMES = {"rabbit", "amqp", "kombu", "kombu+rabbit", "kombu+amqp", "amqps"}
@@ -48,7 +49,7 @@ def _split_host(item: str, url: str) -> BrokerHost:
     if hostport.startswith("["):
         end = hostport.find("]")
         if end < 0:
-            raise ConfigError(f"bad IPv6 host in transport_url {_redact(url)!r}")
+            raise ConfigError(f"bad IPv6 host in transport_url {mask_url_passwords(url)!r}")
         host = hostport[1:end]
         rest = hostport[end + 1 :]
         if rest.startswith(":") and rest[1:]:
@@ -58,7 +59,7 @@ def _split_host(item: str, url: str) -> BrokerHost:
         if sep and p:
             port = _port(p, url)
     if not host:
-        raise ConfigError(f"transport_url {_redact(url)!r} has an empty host")
+        raise ConfigError(f"transport_url {mask_url_passwords(url)!r} has an empty host")
     return BrokerHost(host=host, port=port, username=username, password=password)
 
 
@@ -66,21 +67,12 @@ def _port(text: str, url: str) -> int:
     try:
         port = int(text)
     except ValueError:
-        raise ConfigError(f"bad port {text!r} in transport_url {_redact(url)!r}") from None
+        raise ConfigError(
+            f"bad port {text!r} in transport_url {mask_url_passwords(url)!r}"
+        ) from None
     if not 0 < port < 65536:
-        raise ConfigError(f"bad port {port} in transport_url {_redact(url)!r}")
+        raise ConfigError(f"bad port {port} in transport_url {mask_url_passwords(url)!r}")
     return port
-
-
-def _redact(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    hosts = []
-    for item in netloc.split(","):
-        creds, at, hostport = item.rpartition("@")
-        user = creds.partition(":")[0]
-        hosts.append(f"{user}:***@{hostport}" if at else hostport)
-    return f"{scheme}://{','.join(hosts)}{slash}{tail}"
 
 
 def parse_transport_url(url: str) -> TransportURL:
@@ -89,14 +81,14 @@ def parse_transport_url(url: str) -> TransportURL:
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
         raise ConfigError(
-            f"transport_url {_redact(text)!r} is not a rabbit:// URL (asyncsched speaks "
+            f"transport_url {mask_url_passwords(text)!r} is not a rabbit:// URL (asyncsched speaks "
             "oslo.messaging's rabbit driver only)"
         )
     netloc, _, path_query = rest.partition("/")
     parts = urlsplit("x://h/" + path_query)
     hosts = tuple(_split_host(item, text) for item in netloc.split(",") if item)
     if not hosts:
-        raise ConfigError(f"transport_url {_redact(text)!r} names no broker host")
+        raise ConfigError(f"transport_url {mask_url_passwords(text)!r} names no broker host")
     vhost = unquote(parts.path[1:]) or "/"
     query = parse_qs(parts.query)
     ssl = scheme.lower() == "amqps" or any(

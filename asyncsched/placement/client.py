@@ -25,8 +25,8 @@ import aiohttp
 from yarl import URL
 
 from asyncsched.common.recorder import NO_RECORDER, Recorder
-from asyncsched.conf.dsn import redact_url
 from asyncsched.conf.options import Config, PlacementOptions
+from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, ConsumerHeld
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
@@ -241,7 +241,7 @@ class PlacementClient:
     def endpoint(self) -> str:
         o = self._options
         configured = o.endpoint_override or dict(o.plugin_options).get("endpoint")
-        return redact_url(self._endpoint or configured or "?")
+        return mask_url_passwords(self._endpoint or configured or "?")
 
     def supports(self, version: str) -> bool:
         return self.max_version is not None and at_least(self.max_version, version)

@@ -20,7 +20,8 @@ from typing import Any
 import asyncpg
 
 from asyncsched.backoff import Backoff
-from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
+from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class NovaDatabase:
 
     @property
     def redacted(self) -> str:
-        return redact_url(self.url)
+        return mask_url_passwords(self.url)
 
     @property
     def retry_delay(self) -> float:

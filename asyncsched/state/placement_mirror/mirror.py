@@ -19,8 +19,9 @@ from typing import Any
 
 import asyncpg
 
-from asyncsched.conf.dsn import redact_url, to_asyncpg_dsn
+from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.options import Config
+from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
@@ -67,7 +68,7 @@ class PlacementMirror:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.dsn = to_asyncpg_dsn(url)
-        self.redacted = redact_url(url)
+        self.redacted = mask_url_passwords(url)
         self.interval = interval
         self.max_age = max_age
         self.query_timeout = query_timeout

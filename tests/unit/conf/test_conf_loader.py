@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from asyncsched.conf import ConfigSources, load, load_config, load_string
+from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.options import Config
+from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import ConfigError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nova.conf"
@@ -300,6 +303,24 @@ def test_mysql_url_says_postgresql_is_required(tmp_path: Path) -> None:
     assert "[api_database] connection" in message
     assert "PostgreSQL" in message and "mysql" in message
     assert "Secr3t" not in message  # the password of a bad URL is masked
+
+
+@pytest.mark.parametrize(
+    ("parse", "url", "shown"),
+    [
+        (parse_transport_url, "rabbit://u:S3cret@mq:notaport,v:Other1@mq2/", "u:***@mq"),
+        (parse_transport_url, "kafka://u:S3cret@mq/", "u:***@mq"),
+        (to_asyncpg_dsn, "oracle://nova:S3cret@db/nova", "nova:***@db"),
+    ],
+)
+def test_url_errors_mask_every_password_themselves(
+    parse: Callable[[str], object], url: str, shown: str
+) -> None:
+    """The parsers' own messages mask the passwords (not only the loader's masking of them)."""
+    with pytest.raises(ConfigError) as err:
+        parse(url)
+    assert "S3cret" not in str(err.value) and "Other1" not in str(err.value)
+    assert shown in str(err.value)
 
 
 def test_bad_secret_value_is_masked(tmp_path: Path) -> None:
