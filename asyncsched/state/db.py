@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -33,6 +33,23 @@ PROBE_TIMEOUT = 5.0
 # A database that answers probes but fails our reads (a read timing out under load, a broken
 # table) is not read again in a tight loop: 1, 2, 4 ... s up to this, as before probes existed.
 READ_RETRY_MAX = 30.0
+
+
+class Closable(Protocol):
+    """An asyncpg pool or connection."""
+
+    async def close(self) -> None: ...
+
+    def terminate(self) -> None: ...
+
+
+async def close_or_terminate(handle: Closable, within: float) -> None:
+    """Close ``within`` seconds, else terminate: a hung server must not block shutdown."""
+    try:
+        async with asyncio.timeout(within):
+            await handle.close()
+    except Exception:
+        handle.terminate()
 
 
 class NovaDatabase:
@@ -154,8 +171,4 @@ class NovaDatabase:
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            try:
-                async with asyncio.timeout(5):
-                    await pool.close()
-            except (TimeoutError, Exception):  # a hung server must not block shutdown
-                pool.terminate()
+            await close_or_terminate(pool, 5.0)

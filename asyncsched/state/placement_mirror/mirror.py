@@ -23,6 +23,7 @@ from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.db import close_or_terminate
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
@@ -157,11 +158,7 @@ class PlacementMirror:
     async def _drop_conn(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
-                async with asyncio.timeout(2):
-                    await conn.close()
-            except Exception:
-                conn.terminate()
+            await close_or_terminate(conn, 2.0)
 
     async def refresh(self) -> None:
         """One refresh now; waits for one in progress first, since it may predate the caller."""

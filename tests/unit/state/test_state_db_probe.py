@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import asyncpg
 import pytest
 
-from asyncsched.state.db import NovaDatabase
+from asyncsched.state.db import NovaDatabase, close_or_terminate
 
 
 def _db(reconnect_max: float = 0.5) -> NovaDatabase:
@@ -80,3 +81,33 @@ async def test_a_database_that_answers_but_fails_reads_backs_off_the_slow_way(
     assert delays == [0.1, 1.0, 2.0, 4.0, 8.0] and db.read_failures == 4
     db.mark_ok()
     assert db.retry_delay == 0.0 and db.read_failures == 0
+
+
+class _Handle:
+    """A pool or connection whose close() returns, raises or hangs."""
+
+    def __init__(self, close: str) -> None:
+        self.how, self.closed, self.terminated = close, False, False
+
+    async def close(self) -> None:
+        if self.how == "hangs":
+            await asyncio.sleep(3600)
+        if self.how == "raises":
+            raise OSError("connection reset")
+        self.closed = True
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+@pytest.mark.parametrize(
+    ("how", "closed", "terminated"),
+    [("returns", True, False), ("raises", False, True), ("hangs", False, True)],
+)
+async def test_close_then_terminate_never_blocks_shutdown(
+    how: str, closed: bool, terminated: bool
+) -> None:
+    handle = _Handle(how)
+    async with asyncio.timeout(2):  # the bound below is 0.05 s
+        await close_or_terminate(handle, 0.05)
+    assert (handle.closed, handle.terminated) == (closed, terminated)
