@@ -34,6 +34,7 @@ from aio_pika.abc import (
     AbstractIncomingMessage,
     AbstractQueue,
     ConsumerTag,
+    TimeoutType,
 )
 from aiormq.abc import AbstractChannel as AbstractUnderlayChannel
 
@@ -69,6 +70,20 @@ def ssl_context(rabbit: OsloMessagingRabbitOptions, url: TransportURL) -> ssl.SS
     return ctx
 
 
+class _Connection(aio_pika.Connection):
+    """A connection that closes itself when its attempt fails. Else the object aio_pika drops
+    stays open, and its finaliser schedules ``close()``: from a thread with no running loop (a
+    garbage collection there) that coroutine is never awaited."""
+
+    async def connect(self, timeout: TimeoutType = None) -> None:  # noqa: ASYNC109 (aio_pika's)
+        try:
+            await super().connect(timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.close()
+            raise
+
+
 async def open_connection(
     rabbit: OsloMessagingRabbitOptions, url: TransportURL, host: BrokerHost, name: str
 ) -> AbstractConnection:
@@ -85,6 +100,7 @@ async def open_connection(
         timeout=CONNECT_TIMEOUT,
         heartbeat=rabbit.heartbeat_timeout_threshold,
         client_properties={"connection_name": name, "product": "asyncsched"},
+        connection_class=_Connection,
     )
 
 

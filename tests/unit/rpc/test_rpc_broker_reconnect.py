@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from collections import Counter
 from typing import Any
 
+import aio_pika
 import aiormq.exceptions
 import pytest
 
@@ -16,6 +18,7 @@ from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.rpc import broker
 from asyncsched.rpc.broker import BrokerLink
 from asyncsched.rpc.topology import build_topology
+from tests.support.net import free_port
 
 
 class ScriptedLink(BrokerLink):
@@ -101,3 +104,18 @@ async def test_a_refusal_406_backs_off_the_slow_oslo_way() -> None:
     link = ScriptedLink([refused, refused], backoff=Backoff(0.1, 0.5))
     await _run(link)
     assert link.sleeps == [1.0, 3.0]  # rabbit_retry_interval + rabbit_retry_backoff * n
+
+
+async def test_a_refused_attempt_leaves_no_open_connection_for_the_finaliser() -> None:
+    """aio_pika drops the Connection of a failed attempt. Left open, its finaliser schedules
+    close(), and a garbage collection in a thread with no running loop leaves that coroutine
+    never awaited (the RuntimeWarning seen in the broker-restart test)."""
+    port = free_port()  # nothing listens: the attempt is refused at once
+    url = parse_transport_url(f"rabbit://u:p@127.0.0.1:{port}/v")
+    with pytest.raises(OSError):
+        await broker.open_connection(OsloMessagingRabbitOptions(), url, url.hosts[0], "test")
+    gc.collect()
+    attempts = [
+        o for o in gc.get_objects() if isinstance(o, aio_pika.Connection) and o.url.port == port
+    ]
+    assert attempts and all(c.is_closed for c in attempts)
