@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import random
 from collections import Counter
 from typing import Any
@@ -106,16 +105,22 @@ async def test_a_refusal_406_backs_off_the_slow_oslo_way() -> None:
     assert link.sleeps == [1.0, 3.0]  # rabbit_retry_interval + rabbit_retry_backoff * n
 
 
-async def test_a_refused_attempt_leaves_no_open_connection_for_the_finaliser() -> None:
+async def test_a_refused_attempt_leaves_no_open_connection_for_the_finaliser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """aio_pika drops the Connection of a failed attempt. Left open, its finaliser schedules
     close(), and a garbage collection in a thread with no running loop leaves that coroutine
     never awaited (the RuntimeWarning seen in the broker-restart test)."""
+    made: list[aio_pika.Connection] = []
+
+    class Recorded(broker._Connection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(broker, "_Connection", Recorded)
     port = free_port()  # nothing listens: the attempt is refused at once
     url = parse_transport_url(f"rabbit://u:p@127.0.0.1:{port}/v")
     with pytest.raises(OSError):
         await broker.open_connection(OsloMessagingRabbitOptions(), url, url.hosts[0], "test")
-    gc.collect()
-    attempts = [
-        o for o in gc.get_objects() if isinstance(o, aio_pika.Connection) and o.url.port == port
-    ]
-    assert attempts and all(c.is_closed for c in attempts)
+    assert len(made) == 1 and made[0].is_closed
