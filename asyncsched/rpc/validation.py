@@ -66,7 +66,39 @@ def _check_string(text: str, path: str) -> None:
 
 
 def check_message(inner: Mapping[str, Any]) -> None:
-    """Depth and strings of a parsed inner message; iterative, linear in its size."""
+    """Depth and strings of a parsed inner message; iterative, linear in its size.
+
+    A first walk builds no field paths (on every message, it is most of the cost); only a
+    message it finds fault with is walked again to name the field."""
+    if _faulty(inner):
+        _check_named(inner)
+        raise CodecError("message", "malformed")  # the named walk raised first: not reached
+
+
+def _bad_string(text: str) -> bool:
+    return len(text) > MAX_STRING or (not text.isascii() and _SURROGATE.search(text) is not None)
+
+
+def _faulty(inner: Mapping[str, Any]) -> bool:
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(dict(inner), 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return True
+        items = value.values() if isinstance(value, dict) else value
+        if isinstance(value, dict) and any(_bad_string(str(key)) for key in value):
+            return True
+        for item in items:
+            if isinstance(item, str):
+                if _bad_string(item):
+                    return True
+            elif isinstance(item, dict | list):
+                stack.append((item, depth + 1))
+    return False
+
+
+def _check_named(inner: Mapping[str, Any]) -> None:
+    """The walk that names the field: raises ``CodecError`` for the first fault it meets."""
     stack: list[tuple[Any, str, int]] = [(inner, "message", 0)]
     while stack:
         value, path, depth = stack.pop()

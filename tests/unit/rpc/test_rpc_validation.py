@@ -189,3 +189,42 @@ def test_trait_names_are_accepted_exactly_when_placements_own_pattern_accepts_th
         assert not placement_accepts
     else:
         assert placement_accepts
+
+
+def _nested(leaf: Any, levels: int) -> Any:
+    for i in range(levels):
+        leaf = [leaf] if i % 2 else {"k": leaf}
+    return leaf
+
+
+_STRINGS = st.one_of(
+    st.text(alphabet=st.sampled_from("az é\ud800\udfff"), max_size=6),
+    st.integers(validation.MAX_STRING - 1, validation.MAX_STRING + 1).map(lambda n: "s" * n),
+)
+_TREES = st.recursive(
+    st.one_of(st.none(), st.integers(), _STRINGS),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3),
+        st.dictionaries(_STRINGS, kids, max_size=3),
+        st.builds(_nested, kids, st.integers(25, 34)),
+    ),
+    max_leaves=8,
+)
+
+
+@given(_TREES)
+def test_the_quick_walk_refuses_exactly_what_the_named_walk_names(tree: Any) -> None:
+    """check_message walks without paths first: it must refuse a message exactly when the
+    walk that names the field does, and with that walk's error."""
+    message = {"args": tree}
+    try:
+        validation._check_named(message)
+        named = None
+    except CodecError as err:
+        named = err
+    if named is None:
+        check_message(message)
+        return
+    with pytest.raises(CodecError) as info:
+        check_message(message)
+    assert (info.value.path, info.value.problem) == (named.path, named.problem)
