@@ -70,7 +70,7 @@ def ssl_context(rabbit: OsloMessagingRabbitOptions, url: TransportURL) -> ssl.SS
     return ctx
 
 
-class _Connection(aio_pika.Connection):
+class ClosingConnection(aio_pika.Connection):
     """A connection that closes itself when its attempt fails. Else the object aio_pika drops
     stays open, and its finaliser schedules ``close()``: from a thread with no running loop (a
     garbage collection there) that coroutine is never awaited."""
@@ -100,7 +100,7 @@ async def open_connection(
         timeout=CONNECT_TIMEOUT,
         heartbeat=rabbit.heartbeat_timeout_threshold,
         client_properties={"connection_name": name, "product": "asyncsched"},
-        connection_class=_Connection,
+        connection_class=ClosingConnection,
     )
 
 

@@ -39,6 +39,7 @@ import pytest
 
 from asyncsched.objects import codec
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.rpc.broker import ClosingConnection
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import RABBITMQCTL, make_config
 from tests.support.decisions import RecordingEvents, fake_selection
@@ -118,7 +119,9 @@ class Broker:
 
     async def _probe(self) -> None:
         conn = await aio_pika.connect(
-            f"amqp://guest:guest@127.0.0.1:{self.port}/{self.vhost}", timeout=5
+            f"amqp://guest:guest@127.0.0.1:{self.port}/{self.vhost}",
+            timeout=5,
+            connection_class=ClosingConnection,  # a refused attempt closes its Connection
         )
         await conn.close()
 

@@ -26,6 +26,7 @@ import pytest
 
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.objects import codec
+from asyncsched.rpc.broker import ClosingConnection
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import list_json, make_config
 from tests.support.decisions import RecordingEvents, RecordingScheduler
@@ -156,7 +157,11 @@ async def _accepts_connections(broker: PrivateBroker) -> aio_pika.abc.AbstractCo
     """Connect as soon as the broker takes AMQP logins again (probing every 10 ms)."""
     while True:
         try:
-            return await aio_pika.connect(broker.amqp_url(), timeout=1)
+            # a refused attempt closes its Connection (else its finaliser, run by a garbage
+            # collection in a thread, leaves close() never awaited)
+            return await aio_pika.connect(
+                broker.amqp_url(), timeout=1, connection_class=ClosingConnection
+            )
         except (TimeoutError, OSError, aiormq.exceptions.AMQPError):
             await asyncio.sleep(0.01)
 

@@ -113,12 +113,12 @@ async def test_a_refused_attempt_leaves_no_open_connection_for_the_finaliser(
     never awaited (the RuntimeWarning seen in the broker-restart test)."""
     made: list[aio_pika.Connection] = []
 
-    class Recorded(broker._Connection):
+    class Recorded(broker.ClosingConnection):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(broker, "_Connection", Recorded)
+    monkeypatch.setattr(broker, "ClosingConnection", Recorded)
     port = free_port()  # nothing listens: the attempt is refused at once
     url = parse_transport_url(f"rabbit://u:p@127.0.0.1:{port}/v")
     with pytest.raises(OSError):
