@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from asyncsched.common.capacity import capacity as placement_capacity
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderUsage:
@@ -40,9 +42,8 @@ def capacities(inventories: Any) -> dict[str, int]:
     ``int((total - reserved) * allocation_ratio)``. An integer usage above the float bound is
     above its integer part, so comparing with this is Placement's comparison."""
     return {
-        rc: int(
-            (int(inv["total"]) - int(inv.get("reserved", 0)))
-            * float(inv.get("allocation_ratio", 1.0))
+        rc: placement_capacity(
+            int(inv["total"]), int(inv.get("reserved", 0)), float(inv.get("allocation_ratio", 1.0))
         )
         for rc, inv in dict(inventories).items()
     }

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from asyncsched.common.capacity import usable
+
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
@@ -25,9 +27,8 @@ class Inventory:
 
     @property
     def limit(self) -> float:
-        """What allocations of the class may sum to: ``(total - reserved) * allocation_ratio``
-        (Placement compares with this float; it reports the ``int`` of it as capacity)."""
-        return (self.total - self.reserved) * self.allocation_ratio
+        """What allocations of the class may sum to (``common.capacity.usable``)."""
+        return usable(self.total, self.reserved, self.allocation_ratio)
 
     @property
     def capacity(self) -> int:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from asyncsched.common.capacity import capacity as placement_capacity
 from asyncsched.state.db import NovaDatabase
 
 # Per provider and resource class of its inventory: Placement's capacity inputs and the sum
@@ -97,7 +98,8 @@ class ProviderUsageReader:
 
 def _usage(rows: Sequence[Any]) -> Usage:
     capacity = {
-        name: int((total - reserved) * float(ratio)) for _, name, total, reserved, ratio, _ in rows
+        name: placement_capacity(total, reserved, float(ratio))
+        for _, name, total, reserved, ratio, _ in rows
     }
     used = {row[1]: int(row[5]) for row in rows if row[5]}
     return capacity, used
