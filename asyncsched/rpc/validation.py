@@ -80,14 +80,16 @@ def _bad_string(text: str) -> bool:
 
 
 def _faulty(inner: Mapping[str, Any]) -> bool:
-    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(dict(inner), 0)]
+    stack: list[tuple[Mapping[Any, Any] | list[Any], int]] = [(inner, 0)]
     while stack:
         value, depth = stack.pop()
         if depth >= MAX_DEPTH:
             return True
-        items = value.values() if isinstance(value, dict) else value
-        if isinstance(value, dict) and any(_bad_string(str(key)) for key in value):
-            return True
+        items: Iterable[Any] = value
+        if not isinstance(value, list):
+            if any(_bad_string(str(key)) for key in value):
+                return True
+            items = value.values()
         for item in items:
             if isinstance(item, str):
                 if _bad_string(item):
