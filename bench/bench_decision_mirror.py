@@ -45,7 +45,7 @@ from asyncsched.state.rows import parse_supported_instances
 from bench.synthetic_cloud import NOW, make_cloud
 from tests.support.nova_db import SUPPORTED_INSTANCES as SUPPORTED
 from tests.support.oslo_caller import request_spec
-from tests.unit.scheduling.sched_fakes import FakeCache
+from tests.support.sched_fakes import FakeCache
 
 CLASSES = frozenset({"VCPU", "MEMORY_MB", "DISK_GB"})
 TRAITS = frozenset({"OWNER_NOVA", "COMPUTE_STATUS_DISABLED", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"})

@@ -24,7 +24,7 @@ from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState
 from asyncsched.state.rows import IMAGE_PROP_COUNTS_KEY, IMAGE_PROPS_KEY
 from tests.support.nova_db import CellDB, NodeSpec, NovaDB, old
-from tests.unit.scheduling.sched_fakes import FakePlacement
+from tests.support.sched_fakes import FakePlacement
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from asyncsched.admin.explain_api import ExplainAPI
 from asyncsched.cli import main
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import ServiceInfo
+from tests.support.sched_fakes import FakeCache, FakePlacement
 
-from ..scheduling.sched_fakes import FakeCache, FakePlacement
 from ..scheduling.sched_helpers import NOW, config, host
 
 

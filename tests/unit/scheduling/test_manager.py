@@ -23,8 +23,8 @@ from asyncsched.objects.models import (
 )
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
+from tests.support.sched_fakes import FakeCache, FakePlacement
 
-from .sched_fakes import FakeCache, FakePlacement
 from .sched_helpers import NOW, agg, config, host
 
 CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")

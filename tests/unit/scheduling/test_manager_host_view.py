@@ -9,8 +9,8 @@ from asyncsched.objects.models import CellMapping, Destination, Flavor, RequestS
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.manager import SchedulerManager
+from tests.support.sched_fakes import FakeCache, FakePlacement
 
-from .sched_fakes import FakeCache, FakePlacement
 from .sched_helpers import NOW, config, host
 from .test_manager import CTX
 

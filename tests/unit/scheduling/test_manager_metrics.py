@@ -12,8 +12,8 @@ from asyncsched.objects.models import Flavor, InstanceGroup
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.recorder import RecordingRecorder
+from tests.support.sched_fakes import FakeCache, FakePlacement
 
-from .sched_fakes import FakeCache, FakePlacement
 from .sched_helpers import NOW, config
 from .test_manager import CTX, boot, cloud
 

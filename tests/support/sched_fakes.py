@@ -1,4 +1,4 @@
-"""Small fakes of the host-state cache and of Placement for the manager tests."""
+"""Small fakes of the host-state cache and of Placement (manager unit tests, decision benches)."""
 
 from __future__ import annotations
 
