@@ -18,12 +18,12 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from types import TracebackType
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
+from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.conf.redact import mask_url_passwords
@@ -81,7 +81,7 @@ class _Stats:
     durations: dict[str, float] = field(default_factory=dict)
 
 
-class PlacementClient:
+class PlacementClient(StartClose):
     """Long-lived Placement client. Use ``async with`` or start()/close()."""
 
     def __init__(
@@ -162,18 +162,6 @@ class PlacementClient:
         return client
 
     # ---- lifecycle ----
-
-    async def __aenter__(self) -> PlacementClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Open the pool, authenticate, find the endpoint and negotiate the microversion."""

@@ -38,9 +38,9 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
+from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
@@ -65,7 +65,7 @@ from asyncsched.state.table import Cell, HostTable, Live, db_health
 LOG = logging.getLogger(__name__)
 
 
-class HostStateCache:
+class HostStateCache(StartClose):
     """In-memory HostState table of all enabled cells, refreshed in the background.
 
     Use as ``async with HostStateCache(config) as cache:`` or ``start()``/``close()``.
@@ -116,18 +116,6 @@ class HostStateCache:
         return self._live.config
 
     # ---- lifecycle ------------------------------------------------------------------------
-
-    async def __aenter__(self) -> HostStateCache:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Full load of the API DB and every enabled cell (in parallel), then refresh tasks.
