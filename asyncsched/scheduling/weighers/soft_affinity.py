@@ -15,7 +15,11 @@ def members_on_hosts(states: Sequence[HostState], spec: RequestSpec, policy: str
     if group is None or group.policy != policy:
         return [0.0] * len(states)
     members = frozenset(group.members)
-    return [float(len(members.intersection(s.instances))) for s in states]
+    disjoint = members.isdisjoint  # most hosts hold no member: no new set for them
+    return [
+        0.0 if disjoint(s.instances) else float(len(members.intersection(s.instances)))
+        for s in states
+    ]
 
 
 class ServerGroupSoftAffinityWeigher(BaseHostWeigher):
