@@ -49,7 +49,7 @@ class LateReplies:
     def __len__(self) -> int:
         # Not len(self._tasks): a finished task leaves that set only when its done-callback
         # runs, a loop step after its reply was counted as delivered.
-        return sum(not t.done() for t in self._tasks)
+        return len(self.pending())
 
     @property
     def held_bytes(self) -> int:
