@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
+from asyncsched.conf.redact import mask_tree
 from asyncsched.exceptions import ConfigError
 from asyncsched.logs import apply_log_level
 from asyncsched.notify import SystemdNotifier
@@ -358,7 +359,7 @@ class Service:
             await asyncio.sleep(self._config.asyncsched.refresh_interval)
 
     def _health_json(self) -> str:
-        return json.dumps(self.health(), default=str, sort_keys=True)
+        return json.dumps(mask_tree(self.health()), default=str, sort_keys=True)
 
     async def _drain_all(self, budget: float) -> None:
         loop = asyncio.get_running_loop()

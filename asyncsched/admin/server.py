@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from asyncsched.admin.readiness import ReadyLimits, not_ready_reasons
 from asyncsched.conf.listen import ListenAddress
+from asyncsched.conf.redact import mask_secrets, mask_tree
 from asyncsched.exceptions import ConfigError
 
 LOG = logging.getLogger(__name__)
@@ -169,12 +170,12 @@ class AdminServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         _, reasons = await self._verdict()
         if reasons:
-            return web.Response(status=503, text="".join(f"{r}\n" for r in reasons))
+            return web.Response(status=503, text="".join(f"{mask_secrets(r)}\n" for r in reasons))
         return web.Response(text="ready\n")
 
     async def _status(self, request: web.Request) -> web.Response:
         snapshot, reasons = await self._verdict()
-        doc = {**snapshot, "ready": not reasons, "not_ready": reasons}
+        doc = mask_tree({**snapshot, "ready": not reasons, "not_ready": reasons})
         return web.Response(
             text=json.dumps(doc, default=str, sort_keys=True), content_type="application/json"
         )
