@@ -24,6 +24,7 @@ from asyncsched.admin.explain_api import ExplainAPI
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.report import capacity_text
 from asyncsched.admin.server import AdminServer, check_exposure, tls_context, token_matches
+from asyncsched.cli import EX_CONFIG, main
 from asyncsched.conf.listen import ListenAddress, parse_listen
 from asyncsched.exceptions import ConfigError
 from asyncsched.scheduling.capacity import capacity as REAL_CAPACITY
@@ -314,3 +315,20 @@ async def test_a_run_past_the_deadline_is_answered_503(
     async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/capacity?ram=512") as r:
         assert r.status == 503 and "admin_dry_run_timeout" in (await r.json())["error"]
     assert api.stats["timed_out"] == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "check-config"])
+@pytest.mark.parametrize("listen", [":9105", "0.0.0.0:9105"])
+def test_serve_refuses_an_exposed_endpoint_without_a_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str, command: str
+) -> None:
+    conf = tmp_path / "nova.conf"
+    conf.write_text(
+        "[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n"
+        "[api_database]\nconnection = postgresql://nova@127.0.0.1:1/nova_api\n"
+        "[placement]\nauth_type = none\nendpoint_override = http://127.0.0.1:1\n"
+        f"[asyncsched]\nadmin_listen = {listen}\n"
+    )
+    assert main([command, "--config-file", str(conf)]) == EX_CONFIG
+    err = capsys.readouterr().err
+    assert "configuration error" in err and "admin_token_file" in err
