@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import logging
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,6 +118,11 @@ def _add_request_flags(parser: argparse.ArgumentParser) -> None:
         "--url", default=DEFAULT_ADMIN_URL, help=f"admin endpoint (default {DEFAULT_ADMIN_URL})"
     )
     parser.add_argument("--token-file", metavar="PATH", help="file with the admin bearer token")
+    parser.add_argument(
+        "--ca-file",
+        metavar="PATH",
+        help="CA certificate(s) to trust for an https:// --url (e.g. the admin_cert_file itself)",
+    )
     parser.add_argument("--vcpus", type=int, default=1)
     parser.add_argument("--ram", type=int, default=512, metavar="MiB")
     parser.add_argument("--disk", type=int, default=0, metavar="GB")
@@ -257,13 +263,17 @@ def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | N
             return None
         headers["Authorization"] = f"Bearer {token}"
     try:
+        if args.ca_file:
+            kw["ssl"] = ssl.create_default_context(cafile=args.ca_file)
         status, body = asyncio.run(_admin_call(args.url, headers, method, path, **kw))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        print(f"asyncsched: cannot reach {args.url}: {exc or type(exc).__name__}", file=sys.stderr)
+        reason = mask_secrets(str(exc) or type(exc).__name__)
+        print(f"asyncsched: cannot reach {mask_url_passwords(args.url)}: {reason}", file=sys.stderr)
         return None
     if status != 200:
         error = body.get("error") if isinstance(body, dict) else body
-        print(f"asyncsched: {args.url}{path}: HTTP {status}: {error}", file=sys.stderr)
+        where = mask_url_passwords(f"{args.url}{path}")
+        print(f"asyncsched: {where}: HTTP {status}: {error}", file=sys.stderr)
         return None
     return body
 

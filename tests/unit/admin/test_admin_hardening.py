@@ -11,6 +11,7 @@ import logging
 import shutil
 import ssl
 import subprocess
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -332,3 +333,34 @@ def test_serve_refuses_an_exposed_endpoint_without_a_token(
     assert main([command, "--config-file", str(conf)]) == EX_CONFIG
     err = capsys.readouterr().err
     assert "configuration error" in err and "admin_token_file" in err
+
+
+def test_the_cli_reaches_an_https_endpoint_with_its_ca_file(
+    self_signed: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert, key = self_signed
+    hosts = [host(f"cmp{i}") for i in range(2)]
+    mgr = SchedulerManager(config(), FakeCache(hosts), FakePlacement(hosts), clock=lambda: NOW)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    admin = server(
+        ListenAddress("127.0.0.1", 0),
+        tls=tls_context(cert, key),
+        extra_routes=ExplainAPI(mgr).routes(),
+    )
+    asyncio.run_coroutine_threadsafe(admin.start(), loop).result(10)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    try:
+        url = f"https://127.0.0.1:{admin.port}"
+        args = ["capacity", "--url", url, "--token-file", str(token_file), "--ram", "512"]
+        assert main(args) == 1  # the self-signed certificate is not trusted by default
+        assert "cannot reach" in capsys.readouterr().err
+        assert main([*args, "--ca-file", cert]) == 0
+        assert "more instances fit" in capsys.readouterr().out
+    finally:
+        asyncio.run_coroutine_threadsafe(admin.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
