@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -27,8 +27,8 @@ from aiohttp import web
 from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.codec import CodecError, decode_request_spec, request_spec_from_legacy
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.capacity import Bounds, capacity
-from asyncsched.scheduling.explain import explain
+from asyncsched.scheduling.capacity import Bounds, Capacity, capacity
+from asyncsched.scheduling.explain import Explanation, explain
 from asyncsched.scheduling.manager import SchedulerManager
 
 LOG = logging.getLogger(__name__)
@@ -187,15 +187,18 @@ class ExplainAPI:
             return _error(f"num_instances: at most {MAX_INSTANCES} in an explain")
         host = body.get("host")
         mgr = self._mgr
-        run = explain(
-            mgr.config,
-            mgr.cache,
-            mgr.placement,
-            spec,
-            clock=mgr.clock,
-            host=str(host) if host else None,
-            top=top,
-        )
+
+        def run() -> Coroutine[Any, Any, Explanation]:
+            return explain(
+                mgr.config,
+                mgr.cache,
+                mgr.placement,
+                spec,
+                clock=mgr.clock,
+                host=str(host) if host else None,
+                top=top,
+            )
+
         out = await self._bounded("explain", run)
         if isinstance(out, web.Response):
             return out
@@ -212,11 +215,16 @@ class ExplainAPI:
         except BadRequest as exc:
             return _error(str(exc))
         mgr = self._mgr
-        o = mgr.config.asyncsched
-        # the run stops itself at its deadline (answering what it counted); the timeout of
-        # _bounded is only the backstop for a step that does not yield
-        bounds = Bounds(o.capacity_max_instances, time.monotonic() + o.admin_dry_run_timeout)
-        run = capacity(mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock, bounds=bounds)
+
+        def run() -> Coroutine[Any, Any, Capacity]:
+            # the run stops itself at its deadline (answering what it counted); the timeout
+            # of _bounded is only the backstop for a step that does not yield
+            o = mgr.config.asyncsched
+            bounds = Bounds(o.capacity_max_instances, time.monotonic() + o.admin_dry_run_timeout)
+            return capacity(
+                mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock, bounds=bounds
+            )
+
         out = await self._bounded("capacity", run, grace=1.0)
         if isinstance(out, web.Response):
             return out
@@ -233,14 +241,15 @@ class ExplainAPI:
         return web.json_response(out.as_dict())
 
     async def _bounded(
-        self, what: str, run: Coroutine[Any, Any, _T], grace: float = 0.0
+        self, what: str, run: Callable[[], Coroutine[Any, Any, _T]], grace: float = 0.0
     ) -> _T | web.Response:
-        """``run`` in a slot, within the deadline; 429 when busy, 503 past the deadline."""
+        """``run()`` in a slot, within the deadline (from when the slot is taken); 429 when
+        busy, 503 past the deadline."""
         o = self._mgr.config.asyncsched
         try:
             async with self._slots.slot(o.admin_dry_run_queue_timeout):
                 async with asyncio.timeout(o.admin_dry_run_timeout + grace):
-                    out = await run
+                    out = await run()
         except Busy:
             self.stats["busy"] += 1
             return web.json_response(
@@ -261,8 +270,6 @@ class ExplainAPI:
             self.stats["cancelled"] += 1
             LOG.info("%s cancelled: the client went away", what)
             raise
-        finally:
-            run.close()  # never started (busy, or cancelled in the queue): no warning
         self.stats["answered"] += 1
         return out
 

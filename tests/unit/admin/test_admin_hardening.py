@@ -308,13 +308,15 @@ async def test_a_client_that_goes_away_cancels_its_run(
 
 
 @pytest.mark.parametrize("options", [{"admin_dry_run_timeout": 0.1}])
+@pytest.mark.parametrize("what", ["capacity", "explain"])
 async def test_a_run_past_the_deadline_is_answered_503(
-    dry_runs: tuple[str, ExplainAPI], monkeypatch: pytest.MonkeyPatch
+    dry_runs: tuple[str, ExplainAPI], monkeypatch: pytest.MonkeyPatch, what: str
 ) -> None:
     url, api = dry_runs
-    monkeypatch.setattr(explain_api, "capacity", Gate())  # never released
-    async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/capacity?ram=512") as r:
-        assert r.status == 503 and "admin_dry_run_timeout" in (await r.json())["error"]
+    monkeypatch.setattr(explain_api, what, Gate())  # never released
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/v1/{what}", json={"ram": 512}) as r:
+            assert r.status == 503 and "admin_dry_run_timeout" in (await r.json())["error"]
     assert api.stats["timed_out"] == 1
 
 
