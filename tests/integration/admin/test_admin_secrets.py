@@ -1,4 +1,5 @@
-"""``asyncsched serve`` with secrets planted in its config, and templated cell mappings.
+"""``asyncsched serve`` with secrets planted in its config, templated cell mappings, and the
+issue's unbounded capacity request.
 
 Issue #21 item 6: a ``[placement_database] connection`` with ``?password=...`` appeared in
 ``GET /v1/status`` and the health file. Item 10: a templated cell ``database_connection``
@@ -79,6 +80,7 @@ async def stack(
             full_resync_interval=3600.0,
             admin_listen=f"127.0.0.1:{port}",
             health_file=str(health_file),
+            capacity_max_instances=50,
         )
         conf = write_config(tmp, config, admin_token=TOKEN)
         with conf.open("a") as f:
@@ -146,3 +148,12 @@ async def test_a_template_that_cannot_be_filled_makes_readyz_name_the_cell(stack
     finally:
         await stack.db.api_execute("DELETE FROM cell_mappings WHERE uuid = $1", bad_uuid)
     await wait_ready(stack, 200)
+
+
+async def test_the_issue_s_capacity_request_is_answered_bounded(stack: Stack) -> None:
+    """Issue #21 item 5: ``vcpus=0&ram=1&disk=0`` placed 618,496 scratch instances."""
+    await wait_ready(stack, 200)
+    status, body = await get(stack, "/v1/capacity?vcpus=0&ram=1&disk=0")
+    assert status == 200, body
+    out = json.loads(body)
+    assert out["total"] == 50 and "capacity_max_instances" in out["bounded"]
