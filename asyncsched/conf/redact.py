@@ -51,9 +51,9 @@ def is_secret_key(name: str) -> bool:
 
 def mask_url_passwords(text: str) -> str:
     """Mask the passwords of every URL in ``text``: ``user:PASSWORD@`` of each host (also the
-    several hosts of ``rabbit://a:p@h1,b:q@h2/``, IPv6 hosts, percent-encoded or raw ``@ , :``
-    and quotes in the password) and the value of every secret-named query parameter
-    (``?password=``, ``sslpassword=``, ``token=`` ...)."""
+    several hosts of ``rabbit://a:p@h1,b:q@h2/``, IPv6 hosts, percent-encoded or raw ``@ :``
+    and quotes in the password; a raw ``,`` is a host separator, as to oslo) and the value of
+    every secret-named query parameter (``?password=``, ``sslpassword=``, ``token=`` ...)."""
     out: list[str] = []
     pos = 0
     n = len(text)
