@@ -332,7 +332,15 @@ def test_serve_refuses_an_exposed_endpoint_without_a_token(
         "[placement]\nauth_type = none\nendpoint_override = http://127.0.0.1:1\n"
         f"[asyncsched]\nadmin_listen = {listen}\n"
     )
-    assert main([command, "--config-file", str(conf)]) == EX_CONFIG
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert main([command, "--config-file", str(conf)]) == EX_CONFIG
+    finally:  # serve installs its log handler before it builds the daemon: take it out
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)
     err = capsys.readouterr().err
     assert "configuration error" in err and "admin_token_file" in err
 
