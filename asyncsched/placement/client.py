@@ -576,8 +576,10 @@ class PlacementClient(StartClose):
         """A new claim met a consumer that holds allocations. After a resent PUT (aiohttp
         retries a PUT on a dropped keep-alive socket) it is our own first write: exactly our
         allocation, so return. Another allocation of the same project and user is a
-        redelivered request's first claim (its process died unacked): ConsumerHeld carries it
-        for the caller to adopt. Anything else is another process's consumer."""
+        redelivered request's first claim (its process died unacked) or a move's source (an
+        evacuated instance holds its allocation on the dead host): ConsumerHeld carries it for
+        the caller to adopt or to claim again as a move. Anything else is another process's
+        consumer."""
         changed = f"another process changed the consumer {consumer_uuid} during the claim"
         try:
             current = await self.get_allocations(consumer_uuid)
@@ -596,7 +598,12 @@ class PlacementClient(StartClose):
             return
         if same_owner and held:
             LOG.info("placement: %s already holds allocations on %s", consumer_uuid, sorted(held))
-            raise ConsumerHeld(consumer_uuid=consumer_uuid, error=changed, held=held)
+            raise ConsumerHeld(
+                consumer_uuid=consumer_uuid,
+                error=changed,
+                held=held,
+                generation=current.get("consumer_generation"),
+            )
         raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error=changed)
 
     async def provider_usage(self, provider_uuid: str) -> ProviderUsage:

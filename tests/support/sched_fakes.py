@@ -156,7 +156,10 @@ class FakePlacement:
         for rc, n in allocation_request["allocations"][rp]["resources"].items():
             if self.inventory[rp].get(rc, 0) - used.get(rc, 0) < n:
                 return False
-        self.allocations[consumer_uuid] = copy.deepcopy(dict(allocation_request))
+        claimed = copy.deepcopy(dict(allocation_request))
+        if held is not None:  # a move: nova's claim_resources merges what the consumer holds
+            claimed["allocations"] = {**claimed["allocations"], **held["allocations"]}
+        self.allocations[consumer_uuid] = claimed
         return True
 
     async def rollback(self, consumer_uuids: Iterable[str]) -> None:
