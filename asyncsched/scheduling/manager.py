@@ -145,8 +145,7 @@ class _Request:
         self.consumed[instance_uuid, host.uuid] = host
         self.engine.refresh(host)
 
-    async def release(self, base: int, instance_uuid: str) -> None:
-        host = self.hosts.states[base]
+    async def release(self, host: HostState, instance_uuid: str) -> None:
         try:
             await self.mgr.cache.release(host, instance_uuid)
         except Exception:
@@ -554,7 +553,7 @@ class SchedulerManager:
                 await req.pacer.tick()
                 pos = position[r.consumer_uuid]
                 old = req.placed[pos]
-                await req.release(old.base, old.uuid)
+                await req.release(old.host(req.hosts), old.uuid)
                 tried = req.failed.setdefault(old.uuid, set())
                 tried.add(old.base)
                 batch.forget(old.uuid)
@@ -562,7 +561,7 @@ class SchedulerManager:
                 LOG.info(
                     "claim for %s on %s failed; trying the next host",
                     old.uuid,
-                    req.hosts.states[old.base].nodename,
+                    old.host(req.hosts).nodename,
                 )
                 retry_spec = dataclasses.replace(spec, instance_uuid=old.uuid)
                 placed = await self._place_one(
@@ -604,7 +603,11 @@ class SchedulerManager:
         alloc = {"allocations": {rp: {"resources": dict(res)} for rp, res in rest.items()}}
         if len(accepted) == 1 and _totals(alloc) == _totals(req.placed[pos].alloc):
             await self._adopt(req, batch, one, pos, accepted[0], alloc)
-            return False
+            # taken over (fenced, rolled back with the call): wait for that write
+            others = {rp: res for rp, res in err.held.items() if rp not in rest}
+            return err.generation is not None and batch.take_over(
+                uuid, alloc, err.generation, others
+            )
         if source and not accepted:
             old = req.placed[pos]
             req.moves.add(uuid)
@@ -654,7 +657,7 @@ class SchedulerManager:
         idempotent per instance uuid)."""
         old = req.placed[pos]
         uuid = old.uuid
-        await req.release(old.base, uuid)
+        await req.release(old.host(req.hosts), uuid)
         batch.forget(uuid)
         base = next((i for i, s in enumerate(req.hosts.states) if s is host), -1)
         limits = req.hosts.limits.get(base, {}).get("numa_topology")

@@ -212,6 +212,25 @@ async def test_redelivered_call_adopts_the_allocation_a_dead_process_left() -> N
     assert hosts[1].num_instances == 0 and hosts[2].num_instances == 1
 
 
+async def test_an_adopted_allocation_is_rolled_back_with_the_call() -> None:
+    """Issue #21 item 7: the adopted allocation is taken over and, when a later instance of
+    the call fails, rolled back with the rest (it leaked before)."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(3)
+    placement.allocations[uuids[1]] = held_on(hosts[3].uuid)
+    real = placement.claim
+
+    async def claim(consumer_uuid: str, alloc: Any, **kw: Any) -> bool:
+        return False if consumer_uuid == uuids[2] else await real(consumer_uuid, alloc, **kw)
+
+    placement.claim = claim  # type: ignore[method-assign,assignment]
+    with pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert placement.taken_over == [uuids[1]]
+    assert placement.allocations == {} and cache.consumed == {}
+
+
 async def test_redelivered_call_adopts_a_host_outside_the_candidates() -> None:
     hosts = cloud(2)
     extra = host("cmp9", cell_uuid="cell0", free_ram_mb=512, total_usable_ram_mb=8192)
