@@ -634,7 +634,7 @@ class SchedulerManager:
         """Whether this request may answer ``host`` for instance ``index``: not tried
         already, in the requested cell, and kept by the host rules and the filters."""
         tried = req.failed.get(spec.instance_uuid or "", set())
-        if any(req.hosts.states[b] is host for b in tried):
+        if any(b >= 0 and req.hosts.states[b] is host for b in tried):
             return False
         if not self._restrict_cell(spec, [host]):
             return False
