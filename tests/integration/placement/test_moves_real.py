@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import Destination, Flavor, RequestContext, RequestSpec
@@ -24,7 +25,7 @@ from asyncsched.state.cache import HostStateCache
 from tests.support.nova_db import NodeSpec, NovaDB
 from tests.support.placement_server import PlacementServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 CTX = RequestContext(request_id="req-move", user_id="demo", project_id="demo")
 FLAVOR = Flavor(memory_mb=512, vcpus=1, root_gb=1, name="m1.tiny")
@@ -41,21 +42,27 @@ class Cloud:
         return next(h for h, u in self.nodes.items() if u == rp)
 
 
-@pytest.fixture
-async def cloud(nova_db: NovaDB, placement_server: PlacementServer) -> AsyncIterator[Cloud]:
-    """Four hosts in one cell, in nova's database and in Placement under the same uuids."""
-    cell = nova_db.cells[0]
-    tag = uuidlib.uuid4().hex[:6]
-    nodes: dict[str, str] = {}
-    async with placement_server.seeder() as s:
-        for i in range(4):
-            name = f"mv{i}-{tag}"
-            node = await nova_db.add_host(cell, NodeSpec(host=name))
-            nodes[name] = await s.compute_node(name, uuid=node)
-    cfg = dataclasses.replace(
-        nova_db.config(refresh_interval=3600), placement=placement_server.options
-    )
-    yield Cloud(cfg, nodes, placement_server)
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cloud(placement_server: PlacementServer) -> AsyncIterator[Cloud]:
+    """Four hosts in one cell, in nova's database and in Placement under the same uuids
+    (shared by the module's tests: each uses its own instances, a small part of the room)."""
+    db = NovaDB()
+    try:
+        await db.create(n_cells=1)
+        cell = db.cells[0]
+        tag = uuidlib.uuid4().hex[:6]
+        nodes: dict[str, str] = {}
+        async with placement_server.seeder() as s:
+            for i in range(4):
+                name = f"mv{i}-{tag}"
+                node = await db.add_host(cell, NodeSpec(host=name))
+                nodes[name] = await s.compute_node(name, uuid=node)
+        cfg = dataclasses.replace(
+            db.config(refresh_interval=3600), placement=placement_server.options
+        )
+        yield Cloud(cfg, nodes, placement_server)
+    finally:
+        await db.drop()
 
 
 async def scheduler(cloud: Cloud) -> AsyncIterator[SchedulerManager]:

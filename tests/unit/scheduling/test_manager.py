@@ -284,6 +284,28 @@ async def test_evacuate_to_a_named_host_claims_there_with_the_source() -> None:
     assert set(placement.allocations[uuids[0]]["allocations"]) == {hosts[0].uuid, hosts[3].uuid}
 
 
+async def test_evacuate_whose_consumer_changes_during_the_merge_fails_as_nova_does() -> None:
+    """nova: a consumer generation conflict on the doubled-up PUT raises
+    AllocationUpdateFailed and the call fails; the source allocation is left alone."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = evacuate("cmp0")
+    placement.allocations[uuids[0]] = held_on(hosts[0].uuid)
+    real = placement.claim
+
+    async def claim(consumer_uuid: str, alloc: Any, **kw: Any) -> bool:
+        if kw.get("may_have_allocations"):
+            raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error="changed")
+        return await real(consumer_uuid, alloc, **kw)
+
+    placement.claim = claim  # type: ignore[method-assign,assignment]
+    with pytest.raises(AllocationUpdateFailed) as err:
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert type(err.value) is AllocationUpdateFailed
+    assert placement.allocations == {uuids[0]: held_on(hosts[0].uuid)}
+    assert cache.consumed == {}
+
+
 async def test_redelivered_evacuate_adopts_its_destination_not_the_source() -> None:
     """The first delivery merged source (cmp0) and destination (cmp2) and died unacked."""
     hosts = cloud(4)
