@@ -64,6 +64,16 @@ def test_journal_round_trip_is_atomic(tmp_path: Path) -> None:
     assert json.loads(j.path.read_text())["version"] == 1
 
 
+def test_a_journal_written_before_fencing_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "rollbacks.json"
+    old = {"consumer_uuid": "c1", "allocations": CLAIMED, "since": 1.5}
+    path.write_text(json.dumps({"version": 1, "pending": [old, {**old, "allocations": None}]}))
+    assert Journal(path).load() == [
+        PendingRollback("c1", MINE, 1.5),
+        PendingRollback("c1", None, 1.5),
+    ]
+
+
 def test_unreadable_journal_is_moved_aside_not_fatal(tmp_path: Path) -> None:
     path = tmp_path / "rollbacks.json"
     path.write_text('{"pending": [{"consumer')
