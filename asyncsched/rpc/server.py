@@ -14,7 +14,8 @@ request); we ack a request only after one attempt to publish its reply, confirme
 when the reply queue exists. A reply the broker returns (no such reply queue) is retried in the
 background (``late_replies``), so it never holds a prefetch slot that other calls wait for. A
 redelivered request (same ``_unique_id`` *and* same body digest) that was already answered is
-answered again from a bounded cache, and one that is still running waits for that run, so no
+answered again from a bounded cache (casts have one of their own, so a flood of fanout casts
+never evicts a call's entry), and one that is still running waits for that run, so no
 request is scheduled twice by a process; a different request that merely reuses an id is served
 on its own. The prefetch (``max_held_requests``) bounds the calls the process holds and a
 semaphore (``max_concurrent_requests``) the ones it runs; the rest waits in RabbitMQ. Holding
@@ -92,6 +93,9 @@ class RPCServer:
         # the same instance must not swap); they are cheap cache updates.
         self._cast_slots = asyncio.Semaphore(1)
         self._cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
+        # Casts remember their own redeliveries: at 10,000 computes the fanout's
+        # sync_instance_info casts would otherwise evict every call's reply within minutes.
+        self._cast_cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._active_calls = 0
@@ -176,6 +180,7 @@ class RPCServer:
             "in_flight": sum(1 for t in self._tasks if not t.done()),
             "active_calls": self._active_calls,
             "reply_cache": len(self._cache),
+            "cast_cache": len(self._cast_cache),
             "reply_cache_bytes": self._cache.bytes,
             "replies_pending": len(self._late),
             "last_error": self._link.last_error,
@@ -257,8 +262,9 @@ class RPCServer:
         """
         rid = incoming.context.request_id
         future: asyncio.Future[Outcome] | None = None
+        cache = self._cache if incoming.is_call else self._cast_cache
         if key:
-            cached = self._cache.get(key)
+            cached = cache.get(key)
             if cached is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
@@ -299,7 +305,7 @@ class RPCServer:
             if key:
                 self._inflight.pop(key, None)
         if key:
-            self._cache.put(key, outcome, size=outcome.approx_bytes())
+            cache.put(key, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
         replying = time.perf_counter()
