@@ -218,28 +218,43 @@ class RPCServer:
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
 
+    async def _read(self, message: AbstractIncomingMessage) -> tuple[wire.IncomingMessage, str]:
+        """Decompress, parse and check a body; the request and its digest.
+
+        Each step is bounded (``wire.MAX_VALUES``...) and a loop turn may come between them, so
+        the largest message holds the loop for one step, not all of them. A small message takes
+        no turn (the casts keep their arrival order)."""
+        pacer = Pacer()
+        headers = message.headers or {}
+        compression = headers.get("compression")
+        body = wire.decompress(
+            message.body,
+            compression if isinstance(compression, str) else None,
+            self._opts.max_message_bytes,
+        )
+        await pacer.tick()
+        inner = wire.decode_body(body, self._opts.max_message_bytes)
+        await pacer.tick()
+        incoming = wire.parse_message(inner)
+        try:
+            validation.check_message(inner)
+        except CodecError as exc:
+            raise wire.MalformedMessage(str(exc), incoming.address) from None
+        await pacer.tick()
+        digest = _digest(body)
+        await pacer.tick()
+        return incoming, digest
+
     async def _handle_inner(self, decl: QueueDecl, message: AbstractIncomingMessage) -> None:
         try:
-            headers = message.headers or {}
-            compression = headers.get("compression")
-            body = wire.decompress(
-                message.body,
-                compression if isinstance(compression, str) else None,
-                self._opts.max_message_bytes,
-            )
-            inner = wire.decode_body(body, self._opts.max_message_bytes)
-            incoming = wire.parse_message(inner)
-            try:
-                validation.check_message(inner)
-            except CodecError as exc:
-                raise wire.MalformedMessage(str(exc), incoming.address) from None
+            incoming, digest = await self._read(message)
         except wire.MalformedMessage as exc:
             await self._refuse(message, exc)
             return
         ctx = incoming.context
         # A redelivery is the same request: same _unique_id and the same bytes. An id alone is
         # not trusted (a caller bug or a hostile peer could reuse one for another request).
-        key = f"{incoming.unique_id}:{_digest(body)}" if incoming.unique_id else None
+        key = f"{incoming.unique_id}:{digest}" if incoming.unique_id else None
         with request_context(ctx.request_id, ctx.global_request_id):
             try:
                 await self._serve(message, incoming, key)
@@ -327,11 +342,15 @@ class RPCServer:
     async def _refuse(self, message: AbstractIncomingMessage, exc: wire.MalformedMessage) -> None:
         self.stats["malformed"] += 1
         if exc.address is not None:
-            LOG.warning("Malformed call (msg_id=%s): %s", exc.address.msg_id, exc.reason)
+            LOG.warning(
+                "Malformed call (msg_id=%s): %s", exc.address.msg_id, wire.brief(exc.reason)
+            )
             await self._send_reply(exc.address, Outcome(failure=wire.malformed_failure(exc.reason)))
             await self._ack(message)
             return
-        LOG.warning("Rejected a malformed message with no reply address: %s", exc.reason)
+        LOG.warning(
+            "Rejected a malformed message with no reply address: %s", wire.brief(exc.reason)
+        )
         with contextlib.suppress(Exception):
             await message.reject(requeue=False)
 
@@ -350,7 +369,7 @@ class RPCServer:
         try:
             endpoint = dispatcher.resolve(incoming.namespace, incoming.version, incoming.method)
         except dispatcher.NoSuchMethod:
-            LOG.warning("No such RPC method %r (request_id=%s)", incoming.method, rid)
+            LOG.warning("No such RPC method %r (request_id=%s)", wire.brief(incoming.method), rid)
             return Outcome(failure=wire.no_such_method(incoming.method), kind="refused")
         except dispatcher.UnsupportedVersion:
             LOG.warning(
@@ -394,7 +413,9 @@ class RPCServer:
             self.stats["nova_errors"] += 1
             return Outcome(failure=wire.nova_failure(exc), kind="error")
         except CodecError as exc:
-            LOG.warning("Malformed %s (request_id=%s): %s", incoming.method, rid, exc)
+            LOG.warning(
+                "Malformed %s (request_id=%s): %s", incoming.method, rid, wire.brief(str(exc))
+            )
             self.stats["malformed"] += 1
             return Outcome(failure=wire.malformed_failure(str(exc)), kind="error")
         except Exception:
