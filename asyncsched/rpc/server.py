@@ -47,6 +47,7 @@ from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
 from asyncsched.rpc import dispatcher, paced, validation, wire
 from asyncsched.rpc.broker import BrokerLink
+from asyncsched.rpc.held import HeldBytes
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.late_replies import LateReplies
 from asyncsched.rpc.methods import method_table
@@ -88,6 +89,11 @@ class RPCServer:
         held = max(self._opts.max_held_requests, self._opts.max_concurrent_requests)
         self._prefetch = prefetch_count(self._rabbit, held)
         self._draining = False  # calls not yet started go back to RabbitMQ
+        self._held = HeldBytes(
+            self._opts.max_held_bytes, self._prefetch, self._opts.max_message_bytes
+        )
+        self._flow = self._held.flow  # the last flow asked of the link
+        self._flow_tasks: set[asyncio.Task[None]] = set()
         self._call_slots = asyncio.Semaphore(self._opts.max_concurrent_requests)
         # Host-state casts are applied one at a time, in arrival order (update then delete of
         # the same instance must not swap); they are cheap cache updates.
@@ -161,6 +167,8 @@ class RPCServer:
     async def close(self) -> None:
         """Tear down. Unacked requests go back to their queue when the connection closes."""
         self._link.stop()
+        for flow in list(self._flow_tasks):
+            flow.cancel()
         await self._late.close()
         for task in list(self._tasks):
             task.cancel()
@@ -182,6 +190,7 @@ class RPCServer:
             "reply_cache": len(self._cache),
             "cast_cache": len(self._cast_cache),
             "reply_cache_bytes": self._cache.bytes,
+            "held_bytes": self._held.held,
             "replies_pending": len(self._late),
             "last_error": self._link.last_error,
             "stats": dict(self.stats),
@@ -203,6 +212,14 @@ class RPCServer:
         self.stats["received"] += 1
         if message.redelivered:
             self.stats["redelivered"] += 1
+        size = len(message.body)
+        if not self._held.take(size):
+            # Over [asyncsched] max_held_bytes: back to RabbitMQ unread; consuming pauses.
+            self.stats["over_held_bytes"] += 1
+            self._follow_flow()
+            with contextlib.suppress(Exception):
+                await message.reject(requeue=True)
+            return
         try:
             await self._handle_inner(decl, message)
         except asyncio.CancelledError:
@@ -217,6 +234,21 @@ class RPCServer:
                     await self._send_reply(address, Outcome(failure=wire.internal_failure(None)))
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
+        finally:
+            self._held.give_back(size)
+            self._follow_flow()
+
+    def _follow_flow(self) -> None:
+        """Have the link pause or resume consuming when the byte budget says so."""
+        flow = self._held.flow
+        if flow == self._flow:
+            return
+        self._flow = flow
+        if flow.paused:
+            self.stats["flow_pauses"] += 1
+        task = asyncio.create_task(self._link.set_flow(flow.paused, flow.prefetch))
+        self._flow_tasks.add(task)
+        task.add_done_callback(self._flow_tasks.discard)
 
     async def _read(self, message: AbstractIncomingMessage) -> tuple[wire.IncomingMessage, str]:
         """Decompress, parse and check a body; the request and its digest.
