@@ -361,7 +361,7 @@ def hostile_corpus(size: int, reply_q: str, benign: Callable[[str], bytes]) -> l
     m = next(ids)
     call("deep nesting", _head(reply_q, m) + "[" * (n // 2) + "]" * (n // 2) + "}", msg_id=m)
     m = next(ids)
-    wide = ", ".join(f'"k{i}": 0' for i in range(n // 10))
+    wide = ", ".join(f'"k{i}": 0' for i in range(n // 14))  # escaped: about n bytes
     call("wide object", _head(reply_q, m) + "{" + wide + "}}", msg_id=m)
     m = next(ids)
     call("long string", _head(reply_q, m) + '"' + "a" * (n // 2) + '"}', msg_id=m)
@@ -370,9 +370,16 @@ def hostile_corpus(size: int, reply_q: str, benign: Callable[[str], bytes]) -> l
     m = next(ids)
     call("lone surrogates", _head(reply_q, m) + '"' + "\\ud800" * (n // 12) + '"}', msg_id=m)
     m = next(ids)
+    short = json.dumps("\ud800" * 64)  # many strings, each within validation.MAX_STRING
+    call(
+        "lone surrogates, many strings",
+        _head(reply_q, m) + "[" + ", ".join([short] * min(n // 800, 45_000)) + "]}",
+        msg_id=m,
+    )
+    m = next(ids)
     call("huge integer", _head(reply_q, m) + "9" * (n // 2) + "}", msg_id=m)
     m = next(ids)
-    ints = ", ".join(["9" * 99] * (n // 200))
+    ints = ", ".join(["9" * 99] * min(n // 200, 45_000))  # within wire.MAX_VALUES
     call("many 99-digit integers", _head(reply_q, m) + "[" + ints + "]}", msg_id=m)
     m = next(ids)
     call("huge exponent", _head(reply_q, m) + "1e" + "9" * (n // 2) + "}", msg_id=m)
