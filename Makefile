@@ -10,7 +10,7 @@
 
 VENV := .venv/bin
 
-$(VENV)/python: pyproject.toml
+$(VENV)/python: pyproject.toml constraints.txt
 	tools/bootstrap.sh
 
 bootstrap:
