@@ -265,7 +265,7 @@ class RPCServer:
             self._opts.max_message_bytes,
         )
         await pacer.tick()
-        inner = wire.decode_body(body, self._opts.max_message_bytes)
+        inner = await paced.drive(wire.decode_steps(body, self._opts.max_message_bytes), pacer)
         await pacer.tick()
         incoming = wire.parse_message(inner)
         try:

@@ -13,7 +13,7 @@ import math
 import re
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +155,18 @@ def decode_body(body: bytes, max_bytes: int) -> dict[str, Any]:
 
     A dict without both envelope keys is the legacy 1.0 un-enveloped form and is used as is.
     """
+    steps = decode_steps(body, max_bytes)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            inner: dict[str, Any] = done.value
+            return inner
+
+
+def decode_steps(body: bytes, max_bytes: int) -> Generator[None, None, dict[str, Any]]:
+    """``decode_body`` in steps (count, outer parse, inner parse): it yields between them, so
+    a server can give its loop a turn there (``rpc.paced.drive``); returns the inner dict."""
     if len(body) > max_bytes:
         raise MalformedMessage(
             f"message of {len(body)} bytes exceeds max_message_bytes={max_bytes}",
@@ -169,6 +181,7 @@ def decode_body(body: bytes, max_bytes: int) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise MalformedMessage("body is not valid UTF-8 JSON", scan_address(body)) from None
+    yield
     outer = _loads(text, "body is not valid UTF-8 JSON", body)
     if not isinstance(outer, dict):
         raise MalformedMessage(f"body is a JSON {type(outer).__name__}, not an object")
@@ -183,6 +196,7 @@ def decode_body(body: bytes, max_bytes: int) -> dict[str, Any]:
     payload = outer[MESSAGE_KEY]
     if not isinstance(payload, str):
         raise MalformedMessage("oslo.message must be a JSON string", scan_address(body))
+    yield
     inner = _loads(payload, "oslo.message is not valid JSON", body)
     if not isinstance(inner, dict):
         raise MalformedMessage("oslo.message is not a JSON object")

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from asyncsched.rpc import wire
+from asyncsched.common.pacing import Pacer
+from asyncsched.rpc import paced, wire
 from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
 from tests.support.loop_gap import max_gap_while
 from tests.unit.rpc.test_rpc_server_handling import (
@@ -100,3 +101,15 @@ async def test_500000_keys_hold_the_loop_no_longer_than_a_benign_message_of_that
     assert benign_replies[0]["failure"] is None  # the benign one was served
     failure = json.loads(hostile_replies[0]["failure"])
     assert "JSON values" in failure["message"] and failure["class"] == "ValueError"
+
+
+async def test_decoding_goes_in_steps_with_a_turn_between_them() -> None:
+    body = _body(_call("s"))
+    steps = wire.decode_steps(body, MAX)
+    assert next(steps) is None and next(steps) is None  # after the outer parse, the inner
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    assert done.value.value == wire.decode_body(body, MAX)
+    pacer = Pacer(budget=0.0)  # a turn after every step
+    assert await paced.drive(wire.decode_steps(body, MAX), pacer) == wire.decode_body(body, MAX)
+    assert pacer.yields == 2
