@@ -384,9 +384,13 @@ def hostile_corpus(size: int, reply_q: str, benign: Callable[[str], bytes]) -> l
     m = next(ids)
     call("huge exponent", _head(reply_q, m) + "1e" + "9" * (n // 2) + "}", msg_id=m)
     m = next(ids)
+    # An ordinary call (it passes every other check) whose instance uuids are the issue's
+    # 65,000-character token... strings: the refusal quotes one, masked and cut in the log.
+    ordinary = json.loads(json.loads(benign(m))["oslo.message"])
+    ordinary.pop("_context_notes", None)
     token = "token" + "x" * min(n // 2, 65_000)
-    spec = {**_addressed(reply_q, m), "args": {"instance_uuids": [token] * 3, "spec_obj": {}}}
-    call("token... instance uuid", json.dumps(spec), msg_id=m)
+    ordinary["args"]["instance_uuids"] = [token] * len(ordinary["args"]["instance_uuids"])
+    call("token... instance uuid", json.dumps(ordinary), msg_id=m)
     m = next(ids)
     bad = _head(reply_q, m).encode() + b'"' + b"\xff\xfe" * (n // 4) + b'"}'
     cases.append(Case("bad UTF-8", bad, m))
