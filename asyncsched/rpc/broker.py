@@ -202,7 +202,7 @@ class BrokerLink:
         self._paused, self._prefetch = paused, prefetch
         async with self._flow_lock:
             if not self._connected.is_set():
-                return
+                return  # the next _connect applies it
             want = self.consuming and not self._paused
             if self._consumers and (not want or self._consumer_prefetch != self._prefetch):
                 consumers, self._consumers = self._consumers, []
@@ -402,12 +402,13 @@ class BrokerLink:
             )
             await queue.bind(bound_to, routing_key=decl.routing_key)
             queues.append((decl, queue, ch))
-        consuming = self._consuming and not self._paused
-        consumers = await self._consume(queues) if consuming else []
-        self._queues = queues
-        self._publisher = publisher
-        self._consumers = consumers
-        self._connected.set()
+        async with self._flow_lock:  # a set_flow meanwhile is applied here or after
+            consuming = self._consuming and not self._paused
+            consumers = await self._consume(queues) if consuming else []
+            self._queues = queues
+            self._publisher = publisher
+            self._consumers = consumers
+            self._connected.set()
         self._last_error = None
         LOG.info(
             "Consuming %s on %s vhost %s (prefetch %d)",
