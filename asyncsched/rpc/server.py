@@ -98,6 +98,9 @@ class RPCServer:
         # Host-state casts are applied one at a time, in arrival order (update then delete of
         # the same instance must not swap); they are cheap cache updates.
         self._cast_slots = asyncio.Semaphore(1)
+        # The fanout's messages (all host-state casts) are read one at a time: a big one whose
+        # read takes loop turns is not overtaken by a later small one (update, then delete).
+        self._fanout_intake = asyncio.Lock()
         self._cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
         # Casts remember their own redeliveries: at 10,000 computes the fanout's
         # sync_instance_info casts would otherwise evict every call's reply within minutes.
@@ -255,7 +258,7 @@ class RPCServer:
 
         Each step is bounded (``wire.MAX_VALUES``...) and a loop turn may come between them, so
         the largest message holds the loop for one step, not all of them. A small message takes
-        no turn (the casts keep their arrival order)."""
+        no turn; the fanout's are read one at a time (their casts keep their arrival order)."""
         pacer = Pacer()
         headers = message.headers or {}
         compression = headers.get("compression")
@@ -278,8 +281,11 @@ class RPCServer:
         return incoming, digest
 
     async def _handle_inner(self, decl: QueueDecl, message: AbstractIncomingMessage) -> None:
+        fanout = decl.exchange == self._topology.fanout_exchange
         try:
-            incoming, digest = await self._read(message)
+            # Released with no await before the cast slot is taken in _execute: order is kept.
+            async with self._fanout_intake if fanout else contextlib.nullcontext():
+                incoming, digest = await self._read(message)
         except wire.MalformedMessage as exc:
             await self._refuse(message, exc)
             return

@@ -9,17 +9,21 @@ message of the same size, measured in the same test (no fixed time bound).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from aio_pika.abc import AbstractIncomingMessage
 
 from asyncsched.common.pacing import Pacer
 from asyncsched.rpc import paced, wire
 from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
+from tests.support import nova_objects
 from tests.support.loop_gap import max_gap_while
 from tests.unit.rpc.test_rpc_server_handling import (
     Events,
+    FakeMessage,
     Journal,
     Scheduler,
     _body,
@@ -113,3 +117,37 @@ async def test_decoding_goes_in_steps_with_a_turn_between_them() -> None:
     pacer = Pacer(budget=0.0)  # a turn after every step
     assert await paced.drive(wire.decode_steps(body, MAX), pacer) == wire.decode_body(body, MAX)
     assert pacer.yields == 2
+
+
+async def test_a_big_cast_read_in_turns_is_not_overtaken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first fanout cast's read takes loop turns (as a big one's does); the small cast
+    behind it still comes second."""
+    made: list[Pacer] = []
+
+    class FirstSlow(Pacer):
+        async def tick(self) -> None:
+            if self is made[0]:
+                for _ in range(5):
+                    await asyncio.sleep(0)
+
+    def pacer() -> Pacer:
+        made.append(FirstSlow())
+        return made[-1]
+
+    monkeypatch.setattr("asyncsched.rpc.server.Pacer", pacer)
+    journal, events = Journal(), Events()
+    server = _server(Scheduler(), events, journal)
+    fanout = next(
+        d for d in server.topology.queues if d.exchange == server.topology.fanout_exchange
+    )
+    info = nova_objects.encode_instance_list(["i"])
+    update = {"host_name": "cn-1", "instance_info": info}
+    delete = {"host_name": "cn-1", "instance_uuid": "i"}
+    for i, (method, args) in enumerate(
+        [("update_instance_info", update), ("delete_instance_info", delete)]
+    ):
+        inner = {"method": method, "version": "4.2", "args": args, "_unique_id": f"o{i}"}
+        message = FakeMessage(journal, _body(inner))
+        await server._on_message(fanout, cast(AbstractIncomingMessage, message))
+    await asyncio.gather(*server._tasks)
+    assert [name for name, _ in events.seen] == ["update_instance_info", "delete_instance_info"]
