@@ -456,6 +456,14 @@ class AsyncschedOptions:
         "process holds; a stopping process hands back what it has not started.",
         min=1,
     )
+    max_held_bytes: int = opt(
+        256 * 1024 * 1024,
+        "Bytes of the requests held in the process (max_held_requests bounds their count). "
+        "A request that does not fit is handed back to RabbitMQ unread, and consuming pauses "
+        "until half of it is free, then goes on with a prefetch it can hold; one request alone "
+        "is always taken, whatever its size (up to max_message_bytes).",
+        min=1024,
+    )
     claim_concurrency: int = opt(
         64,
         "Placement claims of one multi-create in flight at once (they share POSTs, see "

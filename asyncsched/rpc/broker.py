@@ -132,6 +132,11 @@ class BrokerLink:
         self._connection: AbstractConnection | None = None
         self._publisher: AbstractChannel | None = None
         self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
+        # The declared queues and the channel of each, to consume again after a pause.
+        self._queues: list[tuple[QueueDecl, AbstractQueue, AbstractChannel]] = []
+        self._paused = False  # set_flow: consumers cancelled, held messages kept
+        self._consumer_prefetch = prefetch
+        self._flow_lock = asyncio.Lock()
         self._connected = asyncio.Event()
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
@@ -188,6 +193,44 @@ class BrokerLink:
         for queue, tag in consumers:
             with contextlib.suppress(Exception):
                 await queue.cancel(tag)
+
+    async def set_flow(self, paused: bool, prefetch: int) -> None:
+        """Pause the consumers, or consume with ``prefetch`` (again, if it changed).
+
+        Held messages stay unacked either way; a reconnect applies the last state asked for.
+        """
+        self._paused, self._prefetch = paused, prefetch
+        async with self._flow_lock:
+            if not self._connected.is_set():
+                return  # the next _connect applies it
+            want = self.consuming and not self._paused
+            if self._consumers and (not want or self._consumer_prefetch != self._prefetch):
+                consumers, self._consumers = self._consumers, []
+                for queue, tag in consumers:
+                    with contextlib.suppress(Exception):
+                        await queue.cancel(tag)
+            if want and not self._consumers:
+                with contextlib.suppress(Exception):
+                    self._consumers = await self._consume(self._queues)
+
+    async def _consume(
+        self, queues: list[tuple[QueueDecl, AbstractQueue, AbstractChannel]]
+    ) -> list[tuple[AbstractQueue, ConsumerTag]]:
+        """Consume every queue with the current prefetch (basic.qos applies to new consumers)."""
+        for channel in {id(ch): ch for _, _, ch in queues}.values():
+            await channel.set_qos(prefetch_count=self._prefetch)
+        self._consumer_prefetch = self._prefetch
+        consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
+        for decl, queue, _ in queues:
+            consumer_args = dict(decl.consumer_arguments)
+            if "x-stream-offset" in consumer_args and self._stream_offset is not None:
+                # Resume a stream fanout after the last message we handled, as oslo does.
+                consumer_args["x-stream-offset"] = self._stream_offset + 1
+            tag = await queue.consume(
+                functools.partial(self._deliver, decl), arguments=consumer_args or None
+            )
+            consumers.append((queue, tag))
+        return consumers
 
     def stop(self) -> None:
         """Stop consuming and reconnecting; ``publish`` gives up instead of waiting."""
@@ -324,7 +367,7 @@ class BrokerLink:
         def on_cancel(*_: object) -> None:
             # The broker cancelled a consumer (queue deleted, HA failover): start afresh, which
             # re-declares the queue, instead of silently consuming nothing.
-            if self.consuming:
+            if self.consuming and not self._paused:
                 LOG.warning("RabbitMQ cancelled one of our consumers; re-declaring")
                 lost.set()
 
@@ -339,7 +382,6 @@ class BrokerLink:
             ch.close_callbacks.add(on_close)
             underlay: AbstractUnderlayChannel = await ch.get_underlay_channel()
             underlay.on_consumer_cancel_callbacks.add(on_cancel)
-            await ch.set_qos(prefetch_count=self._prefetch)
             channels[exchange] = (
                 ch,
                 await ch.declare_exchange(
@@ -349,7 +391,7 @@ class BrokerLink:
                     auto_delete=exchange.auto_delete,
                 ),
             )
-        consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
+        queues: list[tuple[QueueDecl, AbstractQueue, AbstractChannel]] = []
         for decl in topo.queues:
             ch, bound_to = channels[decl.exchange]
             queue = await ch.declare_queue(
@@ -359,18 +401,14 @@ class BrokerLink:
                 arguments=dict(decl.arguments) or None,
             )
             await queue.bind(bound_to, routing_key=decl.routing_key)
-            if self._consuming:
-                consumer_args = dict(decl.consumer_arguments)
-                if "x-stream-offset" in consumer_args and self._stream_offset is not None:
-                    # Resume a stream fanout after the last message we handled, as oslo does.
-                    consumer_args["x-stream-offset"] = self._stream_offset + 1
-                tag = await queue.consume(
-                    functools.partial(self._deliver, decl), arguments=consumer_args or None
-                )
-                consumers.append((queue, tag))
-        self._publisher = publisher
-        self._consumers = consumers
-        self._connected.set()
+            queues.append((decl, queue, ch))
+        async with self._flow_lock:  # a set_flow meanwhile is applied here or after
+            consuming = self._consuming and not self._paused
+            consumers = await self._consume(queues) if consuming else []
+            self._queues = queues
+            self._publisher = publisher
+            self._consumers = consumers
+            self._connected.set()
         self._last_error = None
         LOG.info(
             "Consuming %s on %s vhost %s (prefetch %d)",
@@ -390,6 +428,7 @@ class BrokerLink:
         self._connected.clear()
         self._publisher = None
         self._consumers = []
+        self._queues = []
         conn, self._connection = self._connection, None
         if conn is not None:
             with contextlib.suppress(Exception):

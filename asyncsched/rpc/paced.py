@@ -11,11 +11,13 @@ for the whole call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Generator, Iterable
+from typing import Any, TypeVar
 
 from asyncsched.common.pacing import Pacer
 from asyncsched.rpc import wire
+
+T = TypeVar("T")
 
 #: characters escaped between ticks: about a millisecond of ``json.dumps`` on one core.
 ESCAPE_SLICE = 256 * 1024
@@ -49,3 +51,14 @@ async def reply_body(
             escaped.append(wire.escape(part[start : start + slice_chars]))
             await pacer.tick()
     return wire.seal(escaped)
+
+
+async def drive(steps: Generator[None, None, T], pacer: Pacer) -> T:
+    """Run a generator of CPU-bound steps (e.g. ``wire.decode_steps``) with a tick after each."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        await pacer.tick()

@@ -14,7 +14,8 @@ request); we ack a request only after one attempt to publish its reply, confirme
 when the reply queue exists. A reply the broker returns (no such reply queue) is retried in the
 background (``late_replies``), so it never holds a prefetch slot that other calls wait for. A
 redelivered request (same ``_unique_id`` *and* same body digest) that was already answered is
-answered again from a bounded cache, and one that is still running waits for that run, so no
+answered again from a bounded cache (casts have one of their own, so a flood of fanout casts
+never evicts a call's entry), and one that is still running waits for that run, so no
 request is scheduled twice by a process; a different request that merely reuses an id is served
 on its own. The prefetch (``max_held_requests``) bounds the calls the process holds and a
 semaphore (``max_concurrent_requests``) the ones it runs; the rest waits in RabbitMQ. Holding
@@ -46,6 +47,7 @@ from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
 from asyncsched.rpc import dispatcher, paced, validation, wire
 from asyncsched.rpc.broker import BrokerLink
+from asyncsched.rpc.held import HeldBytes
 from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.late_replies import LateReplies
 from asyncsched.rpc.methods import method_table
@@ -87,11 +89,22 @@ class RPCServer:
         held = max(self._opts.max_held_requests, self._opts.max_concurrent_requests)
         self._prefetch = prefetch_count(self._rabbit, held)
         self._draining = False  # calls not yet started go back to RabbitMQ
+        self._held = HeldBytes(
+            self._opts.max_held_bytes, self._prefetch, self._opts.max_message_bytes
+        )
+        self._flow = self._held.flow  # the last flow asked of the link
+        self._flow_tasks: set[asyncio.Task[None]] = set()
         self._call_slots = asyncio.Semaphore(self._opts.max_concurrent_requests)
         # Host-state casts are applied one at a time, in arrival order (update then delete of
         # the same instance must not swap); they are cheap cache updates.
         self._cast_slots = asyncio.Semaphore(1)
+        # The fanout's messages (all host-state casts) are read one at a time: a big one whose
+        # read takes loop turns is not overtaken by a later small one (update, then delete).
+        self._fanout_intake = asyncio.Lock()
         self._cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
+        # Casts remember their own redeliveries: at 10,000 computes the fanout's
+        # sync_instance_info casts would otherwise evict every call's reply within minutes.
+        self._cast_cache = ReplyCache(self._opts.reply_cache_size, self._opts.reply_cache_ttl)
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._active_calls = 0
@@ -157,6 +170,8 @@ class RPCServer:
     async def close(self) -> None:
         """Tear down. Unacked requests go back to their queue when the connection closes."""
         self._link.stop()
+        for flow in list(self._flow_tasks):
+            flow.cancel()
         await self._late.close()
         for task in list(self._tasks):
             task.cancel()
@@ -176,7 +191,9 @@ class RPCServer:
             "in_flight": sum(1 for t in self._tasks if not t.done()),
             "active_calls": self._active_calls,
             "reply_cache": len(self._cache),
+            "cast_cache": len(self._cast_cache),
             "reply_cache_bytes": self._cache.bytes,
+            "held_bytes": self._held.held,
             "replies_pending": len(self._late),
             "last_error": self._link.last_error,
             "stats": dict(self.stats),
@@ -198,6 +215,14 @@ class RPCServer:
         self.stats["received"] += 1
         if message.redelivered:
             self.stats["redelivered"] += 1
+        size = len(message.body)
+        if not self._held.take(size):
+            # Over [asyncsched] max_held_bytes: back to RabbitMQ unread; consuming pauses.
+            self.stats["over_held_bytes"] += 1
+            self._follow_flow()
+            with contextlib.suppress(Exception):
+                await message.reject(requeue=True)
+            return
         try:
             await self._handle_inner(decl, message)
         except asyncio.CancelledError:
@@ -212,29 +237,62 @@ class RPCServer:
                     await self._send_reply(address, Outcome(failure=wire.internal_failure(None)))
             with contextlib.suppress(Exception):
                 await message.reject(requeue=False)
+        finally:
+            self._held.give_back(size)
+            self._follow_flow()
+
+    def _follow_flow(self) -> None:
+        """Have the link pause or resume consuming when the byte budget says so."""
+        flow = self._held.flow
+        if flow == self._flow:
+            return
+        self._flow = flow
+        if flow.paused:
+            self.stats["flow_pauses"] += 1
+        task = asyncio.create_task(self._link.set_flow(flow.paused, flow.prefetch))
+        self._flow_tasks.add(task)
+        task.add_done_callback(self._flow_tasks.discard)
+
+    async def _read(self, message: AbstractIncomingMessage) -> tuple[wire.IncomingMessage, str]:
+        """Decompress, parse and check a body; the request and its digest.
+
+        Each step is bounded (``wire.MAX_VALUES``...) and a loop turn may come between them, so
+        the largest message holds the loop for one step, not all of them. A small message takes
+        no turn; the fanout's are read one at a time (their casts keep their arrival order)."""
+        pacer = Pacer()
+        headers = message.headers or {}
+        compression = headers.get("compression")
+        body = wire.decompress(
+            message.body,
+            compression if isinstance(compression, str) else None,
+            self._opts.max_message_bytes,
+        )
+        await pacer.tick()
+        inner = await paced.drive(wire.decode_steps(body, self._opts.max_message_bytes), pacer)
+        await pacer.tick()
+        incoming = wire.parse_message(inner)
+        try:
+            validation.check_message(inner)
+        except CodecError as exc:
+            raise wire.MalformedMessage(str(exc), incoming.address) from None
+        await pacer.tick()
+        digest = _digest(body)
+        await pacer.tick()
+        return incoming, digest
 
     async def _handle_inner(self, decl: QueueDecl, message: AbstractIncomingMessage) -> None:
+        fanout = decl.exchange == self._topology.fanout_exchange
         try:
-            headers = message.headers or {}
-            compression = headers.get("compression")
-            body = wire.decompress(
-                message.body,
-                compression if isinstance(compression, str) else None,
-                self._opts.max_message_bytes,
-            )
-            inner = wire.decode_body(body, self._opts.max_message_bytes)
-            incoming = wire.parse_message(inner)
-            try:
-                validation.check_message(inner)
-            except CodecError as exc:
-                raise wire.MalformedMessage(str(exc), incoming.address) from None
+            # Released with no await before the cast slot is taken in _execute: order is kept.
+            async with self._fanout_intake if fanout else contextlib.nullcontext():
+                incoming, digest = await self._read(message)
         except wire.MalformedMessage as exc:
             await self._refuse(message, exc)
             return
         ctx = incoming.context
         # A redelivery is the same request: same _unique_id and the same bytes. An id alone is
         # not trusted (a caller bug or a hostile peer could reuse one for another request).
-        key = f"{incoming.unique_id}:{_digest(body)}" if incoming.unique_id else None
+        key = f"{incoming.unique_id}:{digest}" if incoming.unique_id else None
         with request_context(ctx.request_id, ctx.global_request_id):
             try:
                 await self._serve(message, incoming, key)
@@ -257,8 +315,9 @@ class RPCServer:
         """
         rid = incoming.context.request_id
         future: asyncio.Future[Outcome] | None = None
+        cache = self._cache if incoming.is_call else self._cast_cache
         if key:
-            cached = self._cache.get(key)
+            cached = cache.get(key)
             if cached is not None:
                 self.stats["duplicates"] += 1
                 LOG.info(
@@ -299,7 +358,7 @@ class RPCServer:
             if key:
                 self._inflight.pop(key, None)
         if key:
-            self._cache.put(key, outcome, size=outcome.approx_bytes())
+            cache.put(key, outcome, size=outcome.approx_bytes())
         if future is not None and not future.done():
             future.set_result(outcome)
         replying = time.perf_counter()
@@ -321,11 +380,15 @@ class RPCServer:
     async def _refuse(self, message: AbstractIncomingMessage, exc: wire.MalformedMessage) -> None:
         self.stats["malformed"] += 1
         if exc.address is not None:
-            LOG.warning("Malformed call (msg_id=%s): %s", exc.address.msg_id, exc.reason)
+            LOG.warning(
+                "Malformed call (msg_id=%s): %s", exc.address.msg_id, wire.brief(exc.reason)
+            )
             await self._send_reply(exc.address, Outcome(failure=wire.malformed_failure(exc.reason)))
             await self._ack(message)
             return
-        LOG.warning("Rejected a malformed message with no reply address: %s", exc.reason)
+        LOG.warning(
+            "Rejected a malformed message with no reply address: %s", wire.brief(exc.reason)
+        )
         with contextlib.suppress(Exception):
             await message.reject(requeue=False)
 
@@ -344,7 +407,7 @@ class RPCServer:
         try:
             endpoint = dispatcher.resolve(incoming.namespace, incoming.version, incoming.method)
         except dispatcher.NoSuchMethod:
-            LOG.warning("No such RPC method %r (request_id=%s)", incoming.method, rid)
+            LOG.warning("No such RPC method %r (request_id=%s)", wire.brief(incoming.method), rid)
             return Outcome(failure=wire.no_such_method(incoming.method), kind="refused")
         except dispatcher.UnsupportedVersion:
             LOG.warning(
@@ -388,7 +451,9 @@ class RPCServer:
             self.stats["nova_errors"] += 1
             return Outcome(failure=wire.nova_failure(exc), kind="error")
         except CodecError as exc:
-            LOG.warning("Malformed %s (request_id=%s): %s", incoming.method, rid, exc)
+            LOG.warning(
+                "Malformed %s (request_id=%s): %s", incoming.method, rid, wire.brief(str(exc))
+            )
             self.stats["malformed"] += 1
             return Outcome(failure=wire.malformed_failure(str(exc)), kind="error")
         except Exception:

@@ -17,8 +17,9 @@ import json
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aio_pika
@@ -179,6 +180,7 @@ class Wire:
         self.expected = 0
         self.answered: Counter[str] = Counter()  # result / failure
         self.done: set[str] = set()
+        self.failures: dict[str, str] = {}  # msg_id -> the failure payload of its reply
         self.duplicates = 0  # a second final reply to one of our calls
         self.others = 0  # a reply to an id we did not send (the mutant changed _msg_id)
         self._lock = threading.Condition()
@@ -219,6 +221,8 @@ class Wire:
                     del self.pending[msg_id]
                     self.done.add(msg_id)
                     self.answered["failure" if reply.get("failure") else "result"] += 1
+                    if reply.get("failure"):
+                        self.failures[msg_id] = str(reply["failure"])
                 elif msg_id in self.done:
                     self.duplicates += 1
                 else:
@@ -243,3 +247,172 @@ class Wire:
         with self._lock:
             self._lock.wait_for(lambda: len(self.pending) <= limit, timeout)
             return len(self.pending)
+
+
+# --------------------------------------------------------------------------------------------
+# The hostile corpus (issue #21): the cases the issue found and their kin, at any size.
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One hostile message: ``msg_id`` is set when a failure reply must come back."""
+
+    name: str
+    body: bytes
+    msg_id: str | None
+    cast: bool = False
+
+
+class LagWatch:
+    """The daemon's own loop-lag samples (its ``looplag`` component, read from the health file
+    it rewrites every ``refresh_interval``), polled every 10 ms by a thread. ``since(mark)``:
+    the longest hold seen after ``mark()`` (a new ``max_s`` counts too, so a sample the file
+    skipped is not missed)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._samples: list[tuple[float, float]] = []  # (last_s, max_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LagWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            try:
+                lag = json.loads(self._path.read_text())["components"]["looplag"]
+                sample = (float(lag["last_s"]), float(lag["max_s"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if not self._samples or self._samples[-1] != sample:
+                self._samples.append(sample)
+
+    def mark(self) -> tuple[int, float]:
+        n = len(self._samples)
+        return n, self._samples[-1][1] if n else 0.0
+
+    def since(self, mark: tuple[int, float]) -> float:
+        start, max_before = mark
+        seen = self._samples[start:]
+        worst = max((last for last, _ in seen), default=0.0)
+        max_after = seen[-1][1] if seen else max_before
+        return max(worst, max_after if max_after > max_before else 0.0)
+
+
+def _addressed(reply_q: str, msg_id: str) -> dict[str, Any]:
+    return {
+        "_msg_id": msg_id,
+        "_reply_q": reply_q,
+        "_unique_id": uuid.uuid4().hex,
+        "method": "select_destinations",
+        "version": "4.5",
+        "_timeout": 60,
+    }
+
+
+def _enveloped(inner_text: str) -> bytes:
+    return json.dumps({"oslo.version": "2.0", "oslo.message": inner_text}).encode()
+
+
+def _head(reply_q: str, msg_id: str) -> str:
+    """The JSON text of an addressed call up to an open ``"x": `` value (to be completed)."""
+    return json.dumps(_addressed(reply_q, msg_id))[:-1] + ', "x": '
+
+
+def _nested_envelopes(reply_q: str, msg_id: str, size: int) -> str:
+    """An envelope inside the oslo.message of an envelope ..., each level addressed, until
+    the escaping (which doubles the backslashes per level) fills ``size``."""
+    text = json.dumps(_addressed(reply_q, msg_id))
+    while len(text) * 2 < size:
+        text = json.dumps(
+            {**_addressed(reply_q, msg_id), "oslo.version": "2.0", "oslo.message": text}
+        )
+    return text
+
+
+def hostile_corpus(size: int, reply_q: str, benign: Callable[[str], bytes]) -> list[Case]:
+    """Every case at about ``size`` bytes; ``benign(msg_id)`` is the ordinary call they are
+    measured against (see the corpus test). Calls carry the address (a failure reply must
+    come back); the cast's rejection is logged."""
+    ids = iter(f"hostile-{uuid.uuid4().hex}-{i}" for i in range(1000))
+    cases: list[Case] = []
+
+    def call(name: str, text: str | bytes, *, envelope: bool = True, msg_id: str) -> None:
+        if isinstance(text, bytes):
+            cases.append(Case(name, text, msg_id))
+        else:
+            cases.append(Case(name, _enveloped(text) if envelope else text.encode(), msg_id))
+
+    n = size
+    m = next(ids)
+    call("backslash run (raw)", _head(reply_q, m) + '"' + "\\" * n, envelope=False, msg_id=m)
+    m = next(ids)
+    call("backslash run (in envelope)", _head(reply_q, m) + '"' + "\\" * (n // 2), msg_id=m)
+    m = next(ids)
+    call("quote run", _head(reply_q, m) + '"' * n, envelope=False, msg_id=m)
+    m = next(ids)
+    call("escaped quote run", _head(reply_q, m) + '"' + '\\"' * (n // 4), msg_id=m)
+    m = next(ids)
+    call("deep nesting", _head(reply_q, m) + "[" * (n // 2) + "]" * (n // 2) + "}", msg_id=m)
+    m = next(ids)
+    wide = ", ".join(f'"k{i}": 0' for i in range(n // 14))  # escaped: about n bytes
+    call("wide object", _head(reply_q, m) + "{" + wide + "}}", msg_id=m)
+    m = next(ids)
+    call("long string", _head(reply_q, m) + '"' + "a" * (n // 2) + '"}', msg_id=m)
+    m = next(ids)
+    call("many commas in a string", _head(reply_q, m) + '"' + "," * (n // 2) + '"}', msg_id=m)
+    m = next(ids)
+    call("lone surrogates", _head(reply_q, m) + '"' + "\\ud800" * (n // 12) + '"}', msg_id=m)
+    m = next(ids)
+    short = json.dumps("\ud800" * 64)  # many strings, each within validation.MAX_STRING
+    call(
+        "lone surrogates, many strings",
+        _head(reply_q, m) + "[" + ", ".join([short] * min(n // 800, 45_000)) + "]}",
+        msg_id=m,
+    )
+    m = next(ids)
+    call("huge integer", _head(reply_q, m) + "9" * (n // 2) + "}", msg_id=m)
+    m = next(ids)
+    ints = ", ".join(["9" * 99] * min(n // 200, 45_000))  # within wire.MAX_VALUES
+    call("many 99-digit integers", _head(reply_q, m) + "[" + ints + "]}", msg_id=m)
+    m = next(ids)
+    call("huge exponent", _head(reply_q, m) + "1e" + "9" * (n // 2) + "}", msg_id=m)
+    m = next(ids)
+    # An ordinary call (it passes every other check) whose instance uuids are the issue's
+    # 65,000-character token... strings: the refusal quotes one, masked and cut in the log.
+    ordinary = json.loads(json.loads(benign(m))["oslo.message"])
+    ordinary.pop("_context_notes", None)
+    token = "token" + "x" * min(n // 2, 65_000)
+    ordinary["args"]["instance_uuids"] = [token] * len(ordinary["args"]["instance_uuids"])
+    call("token... instance uuid", json.dumps(ordinary), msg_id=m)
+    m = next(ids)
+    bad = _head(reply_q, m).encode() + b'"' + b"\xff\xfe" * (n // 4) + b'"}'
+    cases.append(Case("bad UTF-8", bad, m))
+    m = next(ids)
+    call("envelope in envelope", _nested_envelopes(reply_q, m, n), msg_id=m)
+    m = next(ids)
+    whole = benign(m)
+    call("truncated ordinary call", whole[: len(whole) // 2], msg_id=m)
+    cast = {
+        "method": "sync_instance_info",
+        "version": "4.2",
+        "_unique_id": uuid.uuid4().hex,
+        "args": {"host_name": "cn-1", "instance_uuids": ["x"] * (n // 8)},
+    }
+    broken = json.dumps(cast)[:-2] + ', "x": "' + "\\" * (n // 2)  # not valid JSON
+    cases.append(Case("cast: a wide list, then backslashes", _enveloped(broken), None, True))
+    return cases
+
+
+def benign_call(reply_q: str, msg_id: str, call: Mapping[str, Any], size: int) -> bytes:
+    """``call`` (an ordinary select_destinations) padded with notes to about ``size`` bytes:
+    what the hostile cases' loop holds are compared with."""
+    inner = {**call, **_addressed(reply_q, msg_id)}
+    inner["_context_notes"] = ["n" * 60_000] * max(0, size // 60_000) + ["n" * (size % 60_000)]
+    return _enveloped(json.dumps(inner))

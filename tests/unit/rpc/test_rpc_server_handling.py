@@ -261,6 +261,26 @@ async def test_cache_is_bounded(parts: tuple[Scheduler, Events, Journal]) -> Non
     assert len(scheduler.calls) == 4  # "a" fell out of the 2-entry cache
 
 
+async def test_a_flood_of_casts_does_not_evict_a_calls_entry(
+    parts: tuple[Scheduler, Events, Journal],
+) -> None:
+    """Issue #21 item 9: casts keep their own duplicate detection, apart from calls'."""
+    scheduler, events, journal = parts
+    server = _server(scheduler, events, journal, reply_cache_size=3)
+    await _deliver(server, journal, _body(_call("kept")))
+    for i in range(10):  # more casts than the cache holds
+        sync = {"host_name": f"cn-{i}", "instance_uuids": [I1]}
+        inner = {"method": "sync_instance_info", "version": "4.2", "args": sync}
+        await _deliver(server, journal, _body({**inner, "_unique_id": f"cast-{i}"}))
+    await _deliver(server, journal, _body(_call("kept")), redelivered=True)
+    assert len(scheduler.calls) == 1 and server.stats["duplicates"] == 1
+    # A redelivered cast is still recognised (and not applied twice).
+    last = {"host_name": "cn-9", "instance_uuids": [I1]}
+    inner = {"method": "sync_instance_info", "version": "4.2", "args": last}
+    await _deliver(server, journal, _body({**inner, "_unique_id": "cast-9"}), redelivered=True)
+    assert len(events.seen) == 10 and server.stats["duplicates"] == 2
+
+
 async def test_no_valid_host_and_internal_errors(parts: tuple[Scheduler, Events, Journal]) -> None:
     scheduler, events, journal = parts
     server = _server(scheduler, events, journal)

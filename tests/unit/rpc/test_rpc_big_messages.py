@@ -1,0 +1,153 @@
+"""Big and wide messages (issue #21, item 3): refused clearly, read without holding the loop.
+
+An argument object of 500,000 small keys held the loop 2.5 s. Now a message is refused before
+parsing when it holds more than ``wire.MAX_VALUES`` values, an integer longer than
+``wire.MAX_INT_DIGITS`` digits is refused while parsing, and the server reads a body in steps
+with loop turns between them. The loop's longest gap is compared with the gap for a benign
+message of the same size, measured in the same test (no fixed time bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+
+from asyncsched.common.pacing import Pacer
+from asyncsched.rpc import paced, wire
+from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
+from tests.support import nova_objects
+from tests.support.loop_gap import max_gap_while
+from tests.unit.rpc.test_rpc_server_handling import (
+    Events,
+    FakeMessage,
+    Journal,
+    Scheduler,
+    _body,
+    _call,
+    _deliver,
+    _replies,
+    _server,
+)
+
+MAX = 16 * 1024 * 1024
+ADDRESS = ReplyAddress(reply_q="reply_q1", msg_id="m-w")
+
+
+def _with_args(uid: str, args: dict[str, Any]) -> dict[str, Any]:
+    inner = _call(uid)
+    inner["args"] = {**inner["args"], **args}
+    return inner
+
+
+def test_a_message_over_the_value_budget_is_refused_before_parsing() -> None:
+    wide = _body(_with_args("w", {"wide": {f"k{i}": 0 for i in range(wire.MAX_VALUES)}}))
+    with pytest.raises(MalformedMessage, match="JSON values") as info:
+        wire.decode_body(wide, MAX)
+    assert info.value.address == ADDRESS
+    # At the budget it parses: nova's 10,000-instance request is far below it.
+    ok = _body(_with_args("w", {"wide": {f"k{i}": 0 for i in range(wire.MAX_VALUES - 1000)}}))
+    assert len(wire.decode_body(ok, MAX)["args"]["wide"]) == wire.MAX_VALUES - 1000
+
+
+@pytest.mark.parametrize("digits", [wire.MAX_INT_DIGITS + 1, 4300, 100_000])
+def test_a_huge_integer_is_refused_with_its_reason(digits: int) -> None:
+    body = _body(_with_args("w", {"n": 7})).replace(b'\\"n\\": 7', b'\\"n\\": ' + b"9" * digits)
+    with pytest.raises(MalformedMessage, match="an integer of") as info:
+        wire.decode_body(body, MAX)
+    assert info.value.address == ADDRESS
+    fine = _body(_with_args("w", {"n": 7})).replace(b"7}", b"-" + b"9" * wire.MAX_INT_DIGITS + b"}")
+    assert wire.decode_body(fine, MAX)["args"]["n"] == -int("9" * wire.MAX_INT_DIGITS)
+
+
+def test_value_bound_is_an_upper_bound() -> None:
+    values: list[Any] = [[], {}, [1, [2, {"a": [3, 4]}]], {"a": "x,y,[z]"}, [[[[]]]], {"a": {}}]
+    for value in values:
+        text = json.dumps(value).encode()
+        nodes = _count(value)
+        assert wire.value_bound(text) >= nodes - 1, value
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(_count(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_count(v) for v in value)
+    return 1
+
+
+def test_failure_reasons_are_brief() -> None:
+    failure = json.loads(wire.malformed_failure("x" * 100_000))
+    assert len(failure["message"]) < wire.MAX_REASON + 100
+
+
+async def _gap_for(body: bytes) -> tuple[float, list[dict[str, Any]]]:
+    journal = Journal()
+    server = _server(Scheduler(), Events(), journal)
+    await _deliver(server, journal, body)  # warm: the first run pays for first-touch memory
+    journal.events.clear()
+    _, gap, _ = await max_gap_while(_deliver(server, journal, body))
+    return gap, _replies(journal)
+
+
+async def test_500000_keys_hold_the_loop_no_longer_than_a_benign_message_of_that_size() -> None:
+    hostile = _body(_with_args("h", {"wide": {f"k{i}": 0 for i in range(500_000)}}))
+    # Benign and as large: a few long strings (each within validation.MAX_STRING).
+    pad = (len(hostile) - len(_body(_call("b")))) // 60_000
+    benign = _body(_with_args("b", {"notes": ["x" * 59_990] * pad}))
+    assert abs(len(benign) - len(hostile)) < 0.02 * len(hostile)
+    benign_gap, benign_replies = await _gap_for(benign)
+    hostile_gap, hostile_replies = await _gap_for(hostile)
+    assert hostile_gap < 3 * benign_gap + 0.005, (hostile_gap, benign_gap)
+    assert benign_replies[0]["failure"] is None  # the benign one was served
+    failure = json.loads(hostile_replies[0]["failure"])
+    assert "JSON values" in failure["message"] and failure["class"] == "ValueError"
+
+
+async def test_decoding_goes_in_steps_with_a_turn_between_them() -> None:
+    body = _body(_call("s"))
+    steps = wire.decode_steps(body, MAX)
+    assert next(steps) is None and next(steps) is None  # after the outer parse, the inner
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    assert done.value.value == wire.decode_body(body, MAX)
+    pacer = Pacer(budget=0.0)  # a turn after every step
+    assert await paced.drive(wire.decode_steps(body, MAX), pacer) == wire.decode_body(body, MAX)
+    assert pacer.yields == 2
+
+
+async def test_a_big_cast_read_in_turns_is_not_overtaken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first fanout cast's read takes loop turns (as a big one's does); the small cast
+    behind it still comes second."""
+    made: list[Pacer] = []
+
+    class FirstSlow(Pacer):
+        async def tick(self) -> None:
+            if self is made[0]:
+                for _ in range(5):
+                    await asyncio.sleep(0)
+
+    def pacer() -> Pacer:
+        made.append(FirstSlow())
+        return made[-1]
+
+    monkeypatch.setattr("asyncsched.rpc.server.Pacer", pacer)
+    journal, events = Journal(), Events()
+    server = _server(Scheduler(), events, journal)
+    fanout = next(
+        d for d in server.topology.queues if d.exchange == server.topology.fanout_exchange
+    )
+    info = nova_objects.encode_instance_list(["i"])
+    update = {"host_name": "cn-1", "instance_info": info}
+    delete = {"host_name": "cn-1", "instance_uuid": "i"}
+    for i, (method, args) in enumerate(
+        [("update_instance_info", update), ("delete_instance_info", delete)]
+    ):
+        inner = {"method": method, "version": "4.2", "args": args, "_unique_id": f"o{i}"}
+        message = FakeMessage(journal, _body(inner))
+        await server._on_message(fanout, cast(AbstractIncomingMessage, message))
+    await asyncio.gather(*server._tasks)
+    assert [name for name, _ in events.seen] == ["update_instance_info", "delete_instance_info"]
