@@ -51,7 +51,13 @@ from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.state import assumptions
 from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.fresh import FRESH_RETRY, SharedRead, after_refresh, fresh_read, refresh_odd
+from asyncsched.state.fresh import (
+    FRESH_RETRY,
+    SharedRead,
+    after_refresh,
+    fresh_read,
+    refresh_held,
+)
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from asyncsched.state.images import (
     CellImages,
@@ -654,7 +660,7 @@ class HostStateCache(StartClose):
                 self.metrics["full_resyncs"] += 1
             cell.watermark = read.db_now
             after_refresh(cell.fresh, read.db_now)
-            await refresh_odd(
+            await refresh_held(
                 cell.fresh,
                 list(cell.index.services.values()),
                 float(self._config.default.service_down_time),

@@ -10,11 +10,12 @@ fresh_services``). The read is cheap because it asks only for what can change a 
   ``updated_at`` comes from the writer's clock, whole seconds on MySQL, and is a little older
   than its commit; re-reading is idempotent: rows are fetched whole only when their stamp is
   not the one applied),
-* and, of those, only rows that are disabled, forced down, deleted or new, or that the cache
-  holds as disabled, forced down or silent (``FreshState.odd``). A heartbeat of a host the
-  cache holds as up changes no verdict: its last_seen_up only ever moves forward, so the
-  cached one going stale can only make the cache refuse a host sooner, and such a host is in
-  ``odd`` before it looks down (``ODD_HORIZON``).
+* and, of those, only rows disabled or forced down other than the cache holds them
+  (``FreshState.disabled``, ``.forced``), deleted or new rows, and rows of the services the
+  cache holds as silent (``.silent``). A heartbeat of a host held up, disabled or forced down
+  changes no verdict: last_seen_up only ever moves forward, so the cached one going stale
+  can only make the cache refuse a host sooner, and a host is in ``silent`` before it looks
+  down (``SILENT_INTERVALS``).
 
 Concurrent requests share one read (``SharedRead``): one in flight, the next queued for all
 who arrived after it started. The wait is bounded (``[asyncsched] fresh_services_wait``): a
@@ -46,11 +47,11 @@ LOG = logging.getLogger(__name__)
 
 # A cell whose fresh read failed or outlasted the wait is not waited for again this long.
 FRESH_RETRY = 1.0
-# ``odd`` lists the services whose heartbeat will be older than service_down_time within this
-# many refresh intervals (at least ODD_MIN_HORIZON s); it is recomputed at every refresh pass
-# of the cell, and by a fresh read when that horizon has passed (a refresh that stalls).
-ODD_INTERVALS = 2.5
-ODD_MIN_HORIZON = 5.0
+# ``silent`` lists the services whose heartbeat will be older than service_down_time within
+# this many refresh intervals (at least SILENT_MIN_HORIZON s); the held sets are recomputed at
+# every refresh pass of the cell, and by a fresh read once that horizon has passed.
+SILENT_INTERVALS = 2.5
+SILENT_MIN_HORIZON = 5.0
 
 
 class SharedRead:
@@ -104,8 +105,11 @@ class FreshState:
 
     mark: datetime | None = None  # DB instant of the last services view (fresh or refresh)
     gen: int = 0  # moves at every refresh pass: a fresh read begun before keeps no mark
-    odd: set[int] = field(default_factory=set)  # services.id held disabled, forced or silent
-    odd_until: float = 0.0  # UTC timestamp when ``odd`` must be recomputed
+    # services.id the cache holds disabled, forced down, silent (heartbeat old or missing)
+    disabled: set[int] = field(default_factory=set)
+    forced: set[int] = field(default_factory=set)
+    silent: set[int] = field(default_factory=set)
+    held_until: float = 0.0  # UTC timestamp when the held sets must be recomputed
     retry_at: float = 0.0  # monotonic: skip this cell's fresh reads until then
     last_error: str | None = None
     shared: SharedRead | None = None
@@ -114,27 +118,46 @@ class FreshState:
         return {
             "ok": now >= self.retry_at,
             "last_error": self.last_error,
-            "held_odd": len(self.odd),
+            "held": {
+                "disabled": len(self.disabled),
+                "forced_down": len(self.forced),
+                "silent": len(self.silent),
+            },
         }
 
 
-async def refresh_odd(
+async def refresh_held(
     fresh: FreshState, services: Iterable[ServiceInfo], down_time: float, interval: float
 ) -> None:
-    """Recompute ``odd`` (the services disabled, forced down, or whose heartbeat will be older
-    than ``down_time`` within the horizon, or missing), good until the horizon."""
-    horizon = max(ODD_INTERVALS * interval, ODD_MIN_HORIZON)
+    """Recompute the held sets from the cache's services, good until the horizon: silent
+    are those whose heartbeat is missing or will be older than ``down_time`` by then."""
+    horizon = max(SILENT_INTERVALS * interval, SILENT_MIN_HORIZON)
     now = utcnow()
     cutoff = now - timedelta(seconds=down_time - horizon)
-    odd: set[int] = set()
+    disabled: set[int] = set()
+    forced: set[int] = set()
+    silent: set[int] = set()
     for i, svc in enumerate(services):
+        if svc.disabled:
+            disabled.add(svc.id)
+        if svc.forced_down:
+            forced.add(svc.id)
         beat = svc.heartbeat
-        if svc.disabled or svc.forced_down or beat is None or as_utc(beat) < cutoff:
-            odd.add(svc.id)
+        if beat is None or as_utc(beat) < cutoff:
+            silent.add(svc.id)
         if i % (4 * CHUNK) == 4 * CHUNK - 1:
             await asyncio.sleep(0)
-    fresh.odd = odd
-    fresh.odd_until = now.timestamp() + horizon
+    fresh.disabled, fresh.forced, fresh.silent = disabled, forced, silent
+    fresh.held_until = now.timestamp() + horizon
+
+
+def hold(fresh: FreshState, svc: ServiceInfo) -> None:
+    """A row the fresh read applied: held as it is now."""
+    for held, flag in ((fresh.disabled, svc.disabled), (fresh.forced, svc.forced_down)):
+        if flag:
+            held.add(svc.id)
+        else:
+            held.discard(svc.id)
 
 
 def after_refresh(fresh: FreshState, read_at: datetime) -> None:
@@ -149,10 +172,16 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     index = cell.index
     if fresh.mark is None:
         return  # never read: the refresh's full load comes first
-    if utcnow().timestamp() >= fresh.odd_until:
-        await refresh_odd(fresh, list(index.services.values()), down_time, interval)
+    if utcnow().timestamp() >= fresh.held_until:
+        await refresh_held(fresh, list(index.services.values()), down_time, interval)
     gen = fresh.gen
-    rows = await cell.db.fetch(SQL_SERVICES_FRESH, fresh.mark - FRESH_OVERLAP, list(fresh.odd))
+    rows = await cell.db.fetch(
+        SQL_SERVICES_FRESH,
+        fresh.mark - FRESH_OVERLAP,
+        list(fresh.disabled),
+        list(fresh.forced),
+        list(fresh.silent),
+    )
     if not rows:
         raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
     changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
@@ -160,8 +189,8 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     dirty, swapped = apply_services(index, read.rows)
     index.service_stamps.update(read.stamps)
     for _, _, svc in read.rows:
-        if svc is not None and (svc.disabled or svc.forced_down):
-            fresh.odd.add(svc.id)
+        if svc is not None:
+            hold(fresh, svc)
     if dirty:
         await table.reconcile(cell, index.nodes_of(dirty), confirm=False)
     if swapped:

@@ -1,4 +1,5 @@
-"""state.fresh without a database: shared reads and the services held as odd."""
+"""state.fresh without a database: shared reads and the services held disabled, forced down
+or silent."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asyncsched.state.fresh import FreshState, SharedRead, refresh_odd
+from asyncsched.state.fresh import FreshState, SharedRead, refresh_held
 from asyncsched.state.host_state import ServiceInfo
 
 
@@ -79,9 +80,9 @@ def svc(i: int, beat_age: float | None, **kw: Any) -> ServiceInfo:
     return ServiceInfo(id=i, host=f"h{i}", last_seen_up=beat, **kw)
 
 
-async def test_odd_are_the_services_a_heartbeat_alone_can_change() -> None:
-    """Disabled, forced down, no heartbeat, or a heartbeat that may pass service_down_time
-    (60 s) before the next refresh (horizon 2.5 x 10 s): their heartbeats are read."""
+async def test_held_sets() -> None:
+    """Silent: no heartbeat, or one that may pass service_down_time (60 s) before the next
+    refresh (horizon 2.5 x 10 s): the fresh read reads their heartbeats."""
     services = [
         svc(1, 5),
         svc(2, 5, disabled=True),
@@ -92,6 +93,6 @@ async def test_odd_are_the_services_a_heartbeat_alone_can_change() -> None:
         svc(7, 600),
     ]
     fresh = FreshState()
-    await refresh_odd(fresh, services, down_time=60, interval=10)
-    assert fresh.odd == {2, 3, 4, 5, 7}
-    assert fresh.odd_until > datetime.now(UTC).timestamp() + 24
+    await refresh_held(fresh, services, down_time=60, interval=10)
+    assert (fresh.disabled, fresh.forced, fresh.silent) == ({2}, {3}, {4, 5, 7})
+    assert fresh.held_until > datetime.now(UTC).timestamp() + 24
