@@ -2,7 +2,7 @@
 
 A real PostgreSQL nova deployment of ``--hosts`` compute hosts in 2 cells (1% disabled) whose
 computes heartbeat as nova's do (every host's services row updated every ``report_interval``,
-10 s: 1,000 rows a second at 10,000 hosts, from another thread), and an operator disabling and
+10 s: 1,000 rows a second at 10,000 hosts, from another process), and an operator disabling and
 enabling a host every second. The host-state cache runs as in the daemon (refresh every 10 s).
 
 One request = the decision path on every cached host (default filters, all weighers: filter,
@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import multiprocessing
 import os
 import random
 import statistics
-import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 
@@ -32,6 +33,8 @@ from asyncsched.objects.models import Flavor, RequestSpec
 from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.loader import load_filters, load_weighers
 from asyncsched.state.cache import HostStateCache
+from asyncsched.state.rows import service_info
+from asyncsched.state.sql import SQL_SERVICES_ALL
 from tests.support.nova_db import CellDB, NodeSpec, NovaDB
 
 REPORT_INTERVAL = 10.0  # nova's [DEFAULT] report_interval
@@ -40,53 +43,65 @@ TICK = 0.05  # the heartbeater's step
 
 class Heartbeats:
     """Every compute's heartbeat (as nova's servicegroup DB driver writes it) and an operator
-    toggling ``disabled``, from a thread with its own loop and connections."""
+    toggling ``disabled``, from another process (as the computes are): a thread would take
+    the GIL from the event loop under test."""
 
     def __init__(self, cells: list[CellDB]) -> None:
-        self._cells = cells
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self.beats = 0
+        ctx = multiprocessing.get_context("spawn")
+        self._stop = ctx.Event()
+        self._count = ctx.Value("q", 0)
+        self._proc = ctx.Process(
+            target=_beat_process, args=([c.dsn for c in cells], self._stop, self._count)
+        )
+
+    @property
+    def beats(self) -> int:
+        return int(self._count.value)
 
     def __enter__(self) -> Heartbeats:
-        self._thread.start()
+        self._proc.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(30)
+        self._proc.join(30)
 
-    async def _run(self) -> None:
-        conns = [await asyncpg.connect(c.dsn) for c in self._cells]
-        ids = [[r[0] for r in await c.fetch("SELECT id FROM services ORDER BY id")] for c in conns]
-        per_tick = [max(1, round(len(i) * TICK / REPORT_INTERVAL)) for i in ids]
-        rng = random.Random(1)
-        pos = [0] * len(conns)
-        last_toggle = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                for k, conn in enumerate(conns):
-                    batch = ids[k][pos[k] : pos[k] + per_tick[k]]
-                    pos[k] = (pos[k] + per_tick[k]) % max(1, len(ids[k]))
-                    await conn.execute(
-                        "UPDATE services SET report_count = report_count + 1,"
-                        " last_seen_up = now() AT TIME ZONE 'utc',"
-                        " updated_at = now() AT TIME ZONE 'utc' WHERE id = ANY($1::int[])",
-                        batch,
-                    )
-                    self.beats += len(batch)
-                if time.monotonic() - last_toggle >= 1.0:
-                    last_toggle = time.monotonic()
-                    k = rng.randrange(len(conns))
-                    await conns[k].execute(
-                        "UPDATE services SET disabled = NOT disabled,"
-                        " updated_at = now() AT TIME ZONE 'utc' WHERE id = $1",
-                        rng.choice(ids[k]),
-                    )
-                await asyncio.sleep(TICK)
-        finally:
-            for conn in conns:
-                await conn.close()
+
+def _beat_process(dsns: list[str], stop: Any, count: Any) -> None:
+    asyncio.run(_beat(dsns, stop, count))
+
+
+async def _beat(dsns: list[str], stop: Any, count: Any) -> None:
+    conns = [await asyncpg.connect(d) for d in dsns]
+    ids = [[r[0] for r in await c.fetch("SELECT id FROM services ORDER BY id")] for c in conns]
+    per_tick = [max(1, round(len(i) * TICK / REPORT_INTERVAL)) for i in ids]
+    rng = random.Random(1)
+    pos = [0] * len(conns)
+    last_toggle = time.monotonic()
+    try:
+        while not stop.is_set():
+            for k, conn in enumerate(conns):
+                batch = ids[k][pos[k] : pos[k] + per_tick[k]]
+                pos[k] = (pos[k] + per_tick[k]) % max(1, len(ids[k]))
+                await conn.execute(
+                    "UPDATE services SET report_count = report_count + 1,"
+                    " last_seen_up = now() AT TIME ZONE 'utc',"
+                    " updated_at = now() AT TIME ZONE 'utc' WHERE id = ANY($1::int[])",
+                    batch,
+                )
+                count.value += len(batch)
+            if time.monotonic() - last_toggle >= 1.0:
+                last_toggle = time.monotonic()
+                k = rng.randrange(len(conns))
+                await conns[k].execute(
+                    "UPDATE services SET disabled = NOT disabled,"
+                    " updated_at = now() AT TIME ZONE 'utc' WHERE id = $1",
+                    rng.choice(ids[k]),
+                )
+            await asyncio.sleep(TICK)
+    finally:
+        for conn in conns:
+            await conn.close()
 
 
 def _p(samples: list[float], q: float) -> float:
@@ -128,6 +143,7 @@ async def run(n_hosts: int, requests: int, gap: float) -> None:
                 await decide()
 
             out = await _measure(cache, decide, fresh_then_decide, requests, gap)
+            nova_way = await _nova_reads(db.cells, 100)
             fresh_cpu: list[float] = []
             fresh_only = [await _timed(cache.fresh_services, fresh_cpu) for _ in range(200)]
             if os.environ.get("BENCH_PROFILE"):
@@ -139,8 +155,30 @@ async def run(n_hosts: int, requests: int, gap: float) -> None:
                 for _ in range(300):
                     await cache.fresh_services()
                 prof.disable()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+                pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
         _report(n_hosts, config, out, (fresh_only, fresh_cpu), cache.metrics, beats.beats)
+        print(
+            f"  nova's own per-request read (every nova-compute services row of both cells,"
+            f" parsed), wall: p50 {statistics.median(nova_way):.3f} ms"
+            f"  p99 {_p(nova_way, 0.99):.3f} ms"
+        )
+
+
+async def _nova_reads(cells: list[CellDB], runs: int) -> list[float]:
+    """Wall ms of nova's way: ServiceList.get_by_binary('nova-compute') of every cell."""
+    conns = [await asyncpg.connect(c.dsn) for c in cells]
+    try:
+
+        async def one(conn: asyncpg.Connection) -> None:
+            [service_info(r) for r in await conn.fetch(SQL_SERVICES_ALL)]
+
+        async def read() -> None:
+            await asyncio.gather(*(one(c) for c in conns))
+
+        return [await _timed(read) for _ in range(runs)]
+    finally:
+        for c in conns:
+            await c.close()
 
 
 class _Beating:
