@@ -684,11 +684,13 @@ class HostStateCache(StartClose):
                 float(self._config.default.service_down_time),
                 self._config.asyncsched.refresh_interval,
             )
-        except DatabaseUnavailable as exc:
-            if fresh.last_error is None:
+        except Exception as exc:  # a bug must not stop this cell's reads for good either
+            if not isinstance(exc, DatabaseUnavailable):
+                LOG.exception("services read of %s failed", cell.db.name)
+            elif fresh.last_error is None:
                 LOG.warning("services read failed; answering from the cached state: %s", exc)
             self.metrics["services_fresh_failures"] += 1
-            fresh.last_error = str(exc)
+            fresh.last_error = str(exc) or type(exc).__name__
             fresh.retry_at = self._clock() + FRESH_RETRY
             return
         self.metrics["services_fresh_reads"] += 1
