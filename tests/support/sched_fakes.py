@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from asyncsched.exceptions import ConsumerHeld, PlacementError
@@ -20,6 +21,7 @@ class FakeCache:
         self.hosts = {h.uuid: h for h in hosts}
         self._aggs = list(aggregates)
         self.consumed: dict[str, tuple[str, Any]] = {}  # instance uuid -> (host uuid, flavor)
+        self.fresh_reads = 0  # fresh_services() calls (one per request)
 
     @property
     def hosts_epoch(self) -> int:
@@ -79,6 +81,15 @@ class FakeCache:
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
         for host, instance_uuid in consumed:
             await self.release(host, instance_uuid)
+
+    async def fresh_services(self) -> None:
+        await (await self.begin_fresh_services())
+
+    async def begin_fresh_services(self) -> Awaitable[None]:
+        self.fresh_reads += 1
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
 
 class FakePlacement:
