@@ -155,13 +155,19 @@ def daemon_config(
     enabled_filters: Sequence[str] | None = None,
     **asyncsched: Any,
 ) -> Config:
-    """An asyncsched Config for a seeded cloud (fast reconnects, quiet background refresh)."""
+    """An asyncsched Config for a seeded cloud (fast reconnects, quiet background refresh).
+
+    The seeded services never heartbeat, so ``service_down_time`` is a day: a module that runs
+    longer than nova's 60 s on a loaded machine must not find every host down."""
     fs = FilterSchedulerOptions()
     if enabled_filters is not None:
         fs = dataclasses.replace(fs, enabled_filters=tuple(enabled_filters))
     return Config(
         default=dataclasses.replace(
-            DefaultOptions(), transport_url=transport_url, host=scheduler_host
+            DefaultOptions(),
+            transport_url=transport_url,
+            host=scheduler_host,
+            service_down_time=86400,
         ),
         api_database=ApiDatabaseOptions(connection=api_url),
         placement=placement,
@@ -188,6 +194,7 @@ def config_file_text(config: Config) -> str:
         f"transport_url = {d.transport_url}",
         f"host = {d.host}",
         f"debug = {d.debug}",
+        f"service_down_time = {d.service_down_time}",
         "[api_database]",
         f"connection = {config.api_database.connection}",
         "[placement]",
