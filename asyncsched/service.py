@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
-from asyncsched.exceptions import ConfigError
+from asyncsched.exceptions import AsyncschedError, ConfigError
 from asyncsched.logs import apply_log_level
 from asyncsched.notify import SystemdNotifier
 
@@ -79,7 +79,7 @@ def health_snapshot(state: str, components: Sequence[Component]) -> dict[str, An
     return {"state": state, "components": comps}
 
 
-class ServiceStartError(Exception):
+class ServiceStartError(AsyncschedError):
     """A component failed to start; what had started was closed again."""
 
 

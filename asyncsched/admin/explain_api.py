@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.codec import CodecError, decode_request_spec, request_spec_from_legacy
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.capacity import capacity
@@ -42,7 +43,7 @@ _WORDS = ("vcpus", "ram", "disk", "ephemeral", "swap", "availability_zone", "az"
           "num_instances", "project_id", "user_id", "host", "top")  # fmt: skip
 
 
-class BadRequest(ValueError):
+class BadRequest(AsyncschedError, ValueError):
     """A request body or query the dry runs cannot read; the message says what and where."""
 
 

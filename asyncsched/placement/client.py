@@ -27,7 +27,12 @@ from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.conf.redact import mask_url_passwords
-from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, ConsumerHeld
+from asyncsched.exceptions import (
+    AllocationDeleteFailed,
+    AllocationUpdateFailed,
+    AsyncschedError,
+    ConsumerHeld,
+)
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.coalesce import ClaimCoalescer
@@ -62,7 +67,7 @@ CAPACITY_TTL = 60.0  # seconds a provider's capacity is reused by the overcommit
 RECENT_CLAIMS = 4096  # allocations of recent claims, so a delayed rollback deletes only those
 
 
-class _Retry(Exception):
+class _Retry(AsyncschedError):
     """A resource-provider generation race: nova retries the claim locally."""
 
 

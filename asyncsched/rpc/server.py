@@ -41,7 +41,7 @@ from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
-from asyncsched.exceptions import NovaException, NoValidHost
+from asyncsched.exceptions import AsyncschedError, NovaException, NoValidHost
 from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
 from asyncsched.rpc import dispatcher, paced, validation, wire
@@ -429,7 +429,7 @@ class RPCServer:
             self._late.retry(address.reply_q, body, request_id)
 
 
-class _NotStarted(Exception):
+class _NotStarted(AsyncschedError):
     """A held call reached a slot after drain began: it goes back to RabbitMQ unanswered."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asyncsched.common.strings import bool_from_string
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import InstanceNUMACell, InstancePCIRequest
 
@@ -326,7 +327,7 @@ def pci_support_requests(
     ).ok
 
 
-class PciRequestFailed(ValueError):
+class PciRequestFailed(AsyncschedError, ValueError):
     """The pools cannot satisfy the requests (nova's PciDeviceRequestFailed)."""
 
     def __init__(self, check: PciCheck) -> None:
