@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
 from asyncsched.exceptions import AsyncschedError, ConfigError
@@ -210,9 +211,7 @@ class Service:
             finally:
                 stopping.cancel()
             if not starting.done():
-                starting.cancel()
-                with contextlib.suppress(BaseException):
-                    await starting
+                await cancel_and_wait(starting, quiet=True)
                 LOG.warning("stop requested while starting %s", component_name(comp))
                 self._started.append(comp)  # it may hold half-open resources: close it
                 break
@@ -255,10 +254,7 @@ class Service:
         self._notifier.status("closing connections")
         await self._close_all()
         for task in (self._watchdog, self._health_writer):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(task)
         for task in list(self._tasks):
             task.cancel()
         self._state = "stopped"
@@ -380,9 +376,7 @@ class Service:
                 if exc is not None:
                     LOG.error("draining %s failed: %r", component_name(comp), exc)
                 continue
-            draining.cancel()
-            with contextlib.suppress(BaseException):
-                await draining
+            await cancel_and_wait(draining, quiet=True)
             LOG.warning(
                 "%s still had work in flight when the drain %s; closing anyway",
                 component_name(comp),

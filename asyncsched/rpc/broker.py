@@ -39,6 +39,7 @@ from aio_pika.abc import (
 from aiormq.abc import AbstractChannel as AbstractUnderlayChannel
 
 from asyncsched.backoff import Backoff
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import BrokerHost, TransportURL
 from asyncsched.rpc import wire
@@ -199,11 +200,8 @@ class BrokerLink:
     async def close(self) -> None:
         """``stop``, end the supervisor and close the connection (unacked messages requeue)."""
         self.stop()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._supervisor
-            self._supervisor = None
+        await cancel_and_wait(self._supervisor, quiet=True)
+        self._supervisor = None
         await self._teardown()
 
     async def publish(self, routing_key: str, body: bytes, *, retry: float) -> bool:

@@ -39,6 +39,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from asyncsched.backoff import Backoff
 from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.exceptions import AsyncschedError, NovaException, NoValidHost
@@ -396,10 +397,7 @@ class RPCServer:
             self.stats["errors"] += 1
             return Outcome(failure=wire.internal_failure(rid), kind="error")
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            await cancel_and_wait(heartbeat)
 
     # ---------------------------------------------------------------------------------------
     # Replies out.
