@@ -22,12 +22,12 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
 from asyncsched.exceptions import AsyncschedError, ConfigError
 from asyncsched.logs import apply_log_level
-from asyncsched.notify import SystemdNotifier
 
 LOG = logging.getLogger(__name__)
 

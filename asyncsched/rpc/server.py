@@ -36,7 +36,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
 from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.common.tasks import cancel_and_wait
