@@ -16,8 +16,7 @@ from asyncsched.cli import main
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from ..scheduling.sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.state.host_state import HostState
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 CTX = RequestContext(request_id="req-chance", user_id="u", project_id="p")
 
