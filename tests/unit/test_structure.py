@@ -111,3 +111,21 @@ def test_standard_bases_kept_where_they_mean_the_same() -> None:
     assert issubclass(PlacementTimeout, TimeoutError)
     for bad_value in (BadRequest, CodecError, RequestGroupSuffixConflict, PciRequestFailed):
         assert issubclass(bad_value, ValueError), bad_value
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/support (or a helper module beside the tests), never in a
+    test module another one imports: running one file must not run or depend on another.
+    (Imports from a ``conftest`` remain in tests/integration: the next pass of #23.)"""
+    tests_root = ROOT.parent / "tests"
+    found = []
+    for file in sorted(tests_root.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("tests.")
+            ):
+                last = (node.module or "").rsplit(".", 1)[-1]
+                names = [last, *(a.name for a in node.names)] if node.level else [last]
+                if any(n.startswith("test_") for n in names):
+                    found.append(f"{file.relative_to(tests_root)}: {node.module}")
+    assert found == []
