@@ -40,7 +40,7 @@ from asyncsched.admin.explain_api import ExplainAPI
 from asyncsched.admin.looplag import LoopLagMonitor
 from asyncsched.admin.metrics import Metrics, build_registry
 from asyncsched.admin.readiness import ReadyLimits
-from asyncsched.admin.server import AdminServer, read_token
+from asyncsched.admin.server import AdminServer, read_token, tls_context
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
@@ -268,6 +268,7 @@ def build_daemon(
             placement_probe=placement.ping,
             placement_timeout=config.asyncsched.ready_placement_timeout,
             extra_routes=[*extra_routes, *ExplainAPI(manager).routes()],
+            tls=tls_context(config.asyncsched.admin_cert_file, config.asyncsched.admin_key_file),
         )
     components = (
         *((admin,) if admin is not None else ()),

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import logging
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from asyncsched import __version__, preflight
 from asyncsched.conf.loader import ConfigSources, LoadedConfig, load
+from asyncsched.conf.redact import mask_secrets, mask_url_passwords
 from asyncsched.conf.render import generate_sample, render_effective
 from asyncsched.exceptions import ConfigError
 from asyncsched.preflight import log_file_error
@@ -116,6 +118,11 @@ def _add_request_flags(parser: argparse.ArgumentParser) -> None:
         "--url", default=DEFAULT_ADMIN_URL, help=f"admin endpoint (default {DEFAULT_ADMIN_URL})"
     )
     parser.add_argument("--token-file", metavar="PATH", help="file with the admin bearer token")
+    parser.add_argument(
+        "--ca-file",
+        metavar="PATH",
+        help="CA certificate(s) to trust for an https:// --url (e.g. the admin_cert_file itself)",
+    )
     parser.add_argument("--vcpus", type=int, default=1)
     parser.add_argument("--ram", type=int, default=512, metavar="MiB")
     parser.add_argument("--disk", type=int, default=0, metavar="GB")
@@ -134,11 +141,17 @@ def sources_from_args(args: argparse.Namespace) -> ConfigSources:
     return ConfigSources.of(f for f in DEFAULT_CONFIG_FILES if Path(f).is_file())
 
 
+def _config_error(exc: object) -> None:
+    """A configuration error on stderr, the URLs it quotes masked (the loader already shows
+    other secret values as ``***``; prose such as "v3password: missing ..." stays readable)."""
+    print(f"asyncsched: configuration error: {mask_url_passwords(str(exc))}", file=sys.stderr)
+
+
 def _load_or_report(args: argparse.Namespace) -> LoadedConfig | None:
     try:
         return load(sources_from_args(args))
     except ConfigError as exc:
-        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+        _config_error(exc)
         return None
 
 
@@ -153,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler = setup_logging(loaded.config, background=True)
     except OSError as exc:
         err = log_file_error(str(loaded.config.default.log_file), str(exc.strerror))
-        print(f"asyncsched: configuration error: {err}", file=sys.stderr)
+        _config_error(err)
         return EX_CONFIG
     LOG.info(
         "asyncsched %s starting; config files: %s",
@@ -167,7 +180,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             service = build_service(loaded.config, sources_from_args(args))
         except ConfigError as exc:  # a component refusing its options at construction
             handler.close()  # the queued "starting" line first, never inside this one
-            print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+            _config_error(exc)
             return EX_CONFIG
         try:
             return asyncio.run(service.run())
@@ -184,7 +197,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     try:
         warnings = preflight.check(loaded.config)  # what serve would refuse, same line
     except ConfigError as exc:
-        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+        _config_error(exc)
         return EX_CONFIG
     sys.stdout.write(render_effective(loaded.config, loaded.files))
     if loaded.ignored:
@@ -192,9 +205,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             f"\n# {len(loaded.ignored)} sections/options in the files are not used by asyncsched"
             " and were ignored:\n"
         )
-        sys.stdout.writelines(f"#   {note}\n" for note in loaded.ignored)
+        sys.stdout.writelines(f"#   {mask_secrets(note)}\n" for note in loaded.ignored)
     for warning in warnings:
-        print(f"asyncsched: warning: {warning}", file=sys.stderr)
+        print(f"asyncsched: warning: {mask_secrets(str(warning))}", file=sys.stderr)
     print("# configuration OK", file=sys.stderr)
     return EX_OK
 
@@ -250,13 +263,17 @@ def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | N
             return None
         headers["Authorization"] = f"Bearer {token}"
     try:
+        if args.ca_file:
+            kw["ssl"] = ssl.create_default_context(cafile=args.ca_file)
         status, body = asyncio.run(_admin_call(args.url, headers, method, path, **kw))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        print(f"asyncsched: cannot reach {args.url}: {exc or type(exc).__name__}", file=sys.stderr)
+        reason = mask_secrets(str(exc) or type(exc).__name__)
+        print(f"asyncsched: cannot reach {mask_url_passwords(args.url)}: {reason}", file=sys.stderr)
         return None
     if status != 200:
         error = body.get("error") if isinstance(body, dict) else body
-        print(f"asyncsched: {args.url}{path}: HTTP {status}: {error}", file=sys.stderr)
+        where = mask_url_passwords(f"{args.url}{path}")
+        print(f"asyncsched: {where}: HTTP {status}: {error}", file=sys.stderr)
         return None
     return body
 

@@ -65,14 +65,22 @@ class AllocationUpdateFailed(NovaException):
 
 class ConsumerHeld(AllocationUpdateFailed):
     """A new claim met a consumer that already holds allocations of the same project and
-    user: a redelivered request whose first delivery's process claimed and died. ``held`` is
-    that allocation (provider uuid -> resources), for the caller to adopt or refuse."""
+    user: a redelivered request whose first delivery's process claimed and died, or a move
+    whose instance still holds its source allocation (evacuate). ``held`` is that allocation
+    (provider uuid -> resources) and ``generation`` the consumer generation it was read at,
+    for the caller to adopt, merge into a move's claim, or refuse."""
 
     def __init__(
-        self, *, consumer_uuid: str, error: str, held: Mapping[str, Mapping[str, int]]
+        self,
+        *,
+        consumer_uuid: str,
+        error: str,
+        held: Mapping[str, Mapping[str, int]],
+        generation: int | None = None,
     ) -> None:
         super().__init__(consumer_uuid=consumer_uuid, error=error)
         self.held = held
+        self.generation = generation
 
 
 class AllocationDeleteFailed(NovaException):

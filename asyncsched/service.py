@@ -26,6 +26,7 @@ from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
+from asyncsched.conf.redact import mask_tree
 from asyncsched.exceptions import AsyncschedError, ConfigError
 from asyncsched.logs import apply_log_level
 
@@ -354,7 +355,7 @@ class Service:
             await asyncio.sleep(self._config.asyncsched.refresh_interval)
 
     def _health_json(self) -> str:
-        return json.dumps(self.health(), default=str, sort_keys=True)
+        return json.dumps(mask_tree(self.health()), default=str, sort_keys=True)
 
     async def _drain_all(self, budget: float) -> None:
         loop = asyncio.get_running_loop()

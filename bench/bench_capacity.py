@@ -13,6 +13,13 @@ multi-create decision (filter, weigh, pick, consume on a copy) per instance, tim
 first ``--sample`` instances and extrapolated to the count found.
 
     .venv/bin/python -m bench.bench_capacity [--hosts 1000,10000] [--sample 300]
+
+``--tiny`` runs issue #21's request instead (``vcpus=0&ram=1&disk=0``: hundreds of thousands
+of instances) with the daemon's default bounds (``capacity_max_instances``,
+``admin_dry_run_timeout``), beside the same run cut at a tenth of the cap as the baseline:
+a bounded run costs in proportion to its cap, and says it was bounded.
+
+    .venv/bin/python -m bench.bench_capacity --tiny [--hosts 10000]
 """
 
 from __future__ import annotations
@@ -35,13 +42,14 @@ from asyncsched.objects.models import (
 )
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
-from asyncsched.scheduling.capacity import capacity
+from asyncsched.scheduling.capacity import Bounds, capacity
 from asyncsched.scheduling.dryrun import DryRunManager
 from asyncsched.scheduling.manager import _Request
 from asyncsched.state.host_state import HostState
 from bench.synthetic_cloud import NOW, make_cloud
 
 FLAVOR = Flavor(memory_mb=4096, vcpus=2, root_gb=40, name="m1.medium")
+TINY = Flavor(memory_mb=1, vcpus=0, root_gb=0, name="tiny")  # issue #21: vcpus=0&ram=1&disk=0
 
 
 class MemoryCloud:
@@ -171,11 +179,33 @@ async def measure(n: int, sample: int) -> dict[str, float]:
     }
 
 
+async def measure_tiny(n: int) -> list[tuple[int, Any, float]]:
+    """Issue #21's request under the default bounds, and under a tenth of the cap."""
+    hosts, aggs = make_cloud(n, random.Random(n))
+    cloud = MemoryCloud(hosts, aggs)
+    gc.collect()
+    gc.freeze()
+    config = Config()
+    o = config.asyncsched
+    spec = RequestSpec(flavor=TINY, project_id="p", user_id="u")
+    out = []
+    for cap in (o.capacity_max_instances // 10, o.capacity_max_instances):
+        bounds = Bounds(cap, time.monotonic() + o.admin_dry_run_timeout)
+        run = capacity(config, cloud, cloud, spec, clock=lambda: NOW, bounds=bounds)
+        result, stall = await _stall_while(run)
+        out.append((cap, result, stall))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.bench_capacity")
     parser.add_argument("--hosts", default="1000,10000")
     parser.add_argument("--sample", type=int, default=300)
+    parser.add_argument("--tiny", action="store_true", help="issue #21's request, bounded")
     args = parser.parse_args(argv)
+    if args.tiny:
+        _print_tiny([int(x) for x in args.hosts.split(",")])
+        return
     print(
         "hosts   instances  rounds  capacity s  worst loop stall  sequential (extrapolated)  ratio"
     )
@@ -187,6 +217,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"                  {r['baseline_s'] / r['seconds']:.0f}x",
             flush=True,
         )
+
+
+def _print_tiny(sizes: list[int]) -> None:
+    print("hosts   cap      counted  bounded by                 seconds  worst loop stall")
+    for n in sizes:
+        rows = asyncio.run(measure_tiny(n))
+        for cap, r, stall in rows:
+            why = (
+                "deadline" if r.bounded and "deadline" in r.bounded else "cap" if r.bounded else "-"
+            )
+            print(
+                f"{n:<7,} {cap:<8,} {r.total:<8,} {why:<26} {r.seconds:<8.2f} {stall:.1f} ms",
+                flush=True,
+            )
+        (_, small, _), (_, big, _) = rows
+        print(f"        {big.seconds / small.seconds:.1f}x the time for 10x the cap", flush=True)
 
 
 if __name__ == "__main__":

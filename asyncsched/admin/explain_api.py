@@ -16,20 +16,23 @@ the flavor and image before it asks the scheduler. Pass a RequestSpec primitive 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.codec import CodecError, decode_request_spec, request_spec_from_legacy
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.capacity import capacity
-from asyncsched.scheduling.explain import explain
+from asyncsched.scheduling.capacity import Bounds, Capacity, capacity
+from asyncsched.scheduling.explain import Explanation, explain
 from asyncsched.scheduling.manager import SchedulerManager
 
 LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 MAX_INSTANCES = 1000  # an explain of a larger multi-create is refused, not run
 MAX_TOP = 100
@@ -125,14 +128,46 @@ def query_from_fields(fields: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+class Busy(AsyncschedError):
+    """Every dry-run slot is taken (answered 429)."""
+
+
+class DryRunSlots:
+    """At most ``size`` dry runs at once: a capacity run holds CPU for seconds at 10,000
+    hosts, and operators' questions must not crowd out the scheduling they ask about. One
+    more waits up to ``wait`` seconds for a slot, then is told the endpoint is busy."""
+
+    def __init__(self, size: int) -> None:
+        self._sem = asyncio.Semaphore(size)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, wait: float) -> AsyncIterator[None]:
+        if not self._sem.locked():
+            await self._sem.acquire()  # free: returns at once
+        elif wait <= 0:
+            raise Busy
+        else:
+            try:
+                await asyncio.wait_for(self._sem.acquire(), wait)
+            except TimeoutError:
+                raise Busy from None
+        try:
+            yield
+        finally:
+            self._sem.release()
+
+
 class ExplainAPI:
-    """The handlers, over the live manager (its current config, cache and Placement)."""
+    """The handlers, over the live manager (its current config, cache and Placement).
+
+    Each run is bounded: a slot (429 when none is free), a deadline
+    (``[asyncsched] admin_dry_run_timeout``), capacity's count cap, and a client that goes
+    away cancels its run (aiohttp's handler cancellation); ``stats`` counts each outcome."""
 
     def __init__(self, manager: SchedulerManager) -> None:
         self._mgr = manager
-        # one dry run at a time: a capacity run holds CPU for seconds at 10,000 hosts, and
-        # operators' questions must not crowd out the scheduling they ask about
-        self._one_at_a_time = asyncio.Lock()
+        self._slots = DryRunSlots(manager.config.asyncsched.admin_max_dry_runs)
+        self.stats = {"answered": 0, "busy": 0, "cancelled": 0, "timed_out": 0, "bounded": 0}
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -152,8 +187,9 @@ class ExplainAPI:
             return _error(f"num_instances: at most {MAX_INSTANCES} in an explain")
         host = body.get("host")
         mgr = self._mgr
-        async with self._one_at_a_time:
-            out = await explain(
+
+        def run() -> Coroutine[Any, Any, Explanation]:
+            return explain(
                 mgr.config,
                 mgr.cache,
                 mgr.placement,
@@ -162,6 +198,10 @@ class ExplainAPI:
                 host=str(host) if host else None,
                 top=top,
             )
+
+        out = await self._bounded("explain", run)
+        if isinstance(out, web.Response):
+            return out
         LOG.info("explain (dry run, nothing claimed): %s", out.summary)
         return web.json_response(out.as_dict())
 
@@ -175,16 +215,63 @@ class ExplainAPI:
         except BadRequest as exc:
             return _error(str(exc))
         mgr = self._mgr
-        async with self._one_at_a_time:
-            out = await capacity(mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock)
+
+        def run() -> Coroutine[Any, Any, Capacity]:
+            # the run stops itself at its deadline (answering what it counted); the timeout
+            # of _bounded is only the backstop for a step that does not yield
+            o = mgr.config.asyncsched
+            bounds = Bounds(o.capacity_max_instances, time.monotonic() + o.admin_dry_run_timeout)
+            return capacity(
+                mgr.config, mgr.cache, mgr.placement, spec, clock=mgr.clock, bounds=bounds
+            )
+
+        out = await self._bounded("capacity", run, grace=1.0)
+        if isinstance(out, web.Response):
+            return out
+        if out.bounded:
+            self.stats["bounded"] += 1
         LOG.info(
-            "capacity (dry run, nothing claimed): %d more of %d MiB / %d vCPU in %.2f s",
+            "capacity (dry run, nothing claimed): %s%d more of %d MiB / %d vCPU in %.2f s",
+            "at least " if out.bounded else "",
             out.total,
             spec.flavor.memory_mb,
             spec.flavor.vcpus,
             out.seconds,
         )
         return web.json_response(out.as_dict())
+
+    async def _bounded(
+        self, what: str, run: Callable[[], Coroutine[Any, Any, _T]], grace: float = 0.0
+    ) -> _T | web.Response:
+        """``run()`` in a slot, within the deadline (from when the slot is taken); 429 when
+        busy, 503 past the deadline."""
+        o = self._mgr.config.asyncsched
+        try:
+            async with self._slots.slot(o.admin_dry_run_queue_timeout):
+                async with asyncio.timeout(o.admin_dry_run_timeout + grace):
+                    out = await run()
+        except Busy:
+            self.stats["busy"] += 1
+            return web.json_response(
+                {"error": f"another dry run is running; {what} again later"},
+                status=429,
+                headers={"Retry-After": "1"},
+            )
+        except TimeoutError:
+            self.stats["timed_out"] += 1
+            return web.json_response(
+                {
+                    "error": f"{what} ran longer than {o.admin_dry_run_timeout:g} s "
+                    "([asyncsched] admin_dry_run_timeout)"
+                },
+                status=503,
+            )
+        except asyncio.CancelledError:
+            self.stats["cancelled"] += 1
+            LOG.info("%s cancelled: the client went away", what)
+            raise
+        self.stats["answered"] += 1
+        return out
 
 
 async def _body(request: web.Request) -> dict[str, Any]:

@@ -61,6 +61,10 @@ def _host_state(cache: Mapping[str, Any] | None, limits: ReadyLimits) -> list[st
     out += _db_age("hoststate: API database", api, limits)
     for uuid, cell in sorted((cache.get("cells") or {}).items()):
         out += _db_age(f"hoststate: cell {cell.get('name') or uuid}", cell, limits)
+    # an enabled cell whose database URL cannot be used: its hosts would silently never be
+    # scheduled, so the process says it is not ready and names the cell
+    for _, why in sorted((cache.get("unusable_cells") or {}).items()):
+        out.append(f"hoststate: {why}; its hosts cannot be scheduled")
     return out
 
 

@@ -96,9 +96,12 @@ def _verdict(v: Mapping[str, Any]) -> str:
 def capacity_text(answer: Mapping[str, Any], what: str, host: str | None = None) -> str:
     lines = [
         f"capacity: {what}",
-        f"  {answer['total']} more instances fit, on {answer['hosts_used']} of "
-        f"{answer['hosts_known']} hosts ({answer['seconds']:.2f} s, nothing claimed)",
+        f"  {'at least ' if answer.get('bounded') else ''}{answer['total']} more instances fit,"
+        f" on {answer['hosts_used']} of {answer['hosts_known']} hosts"
+        f" ({answer['seconds']:.2f} s, nothing claimed)",
     ]
+    if answer.get("bounded"):
+        lines.append(f"  bounded: {answer['bounded']}")
     if answer.get("note"):
         lines.append(f"  note: {answer['note']}")
     lines += [

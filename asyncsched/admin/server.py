@@ -14,9 +14,12 @@ only holds its own socket.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
+import ipaddress
 import json
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from asyncsched.admin.readiness import ReadyLimits, not_ready_reasons
 from asyncsched.conf.listen import ListenAddress
+from asyncsched.conf.redact import mask_secrets, mask_tree
 from asyncsched.exceptions import ConfigError
 
 LOG = logging.getLogger(__name__)
@@ -34,9 +38,67 @@ LOG = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz"})  # answered without a token: liveness probes carry none
 PROBE_CACHE_S = 1.0  # one Placement probe serves every /readyz within this many seconds
 SHUTDOWN_TIMEOUT = 2.0  # an admin client still connected at close gets this long
+MAX_HEADER_BYTES = 65536  # a longer header line is refused by aiohttp's parser (400)
 
 HealthSource = Callable[[], Mapping[str, Any]]
 PlacementProbe = Callable[[], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.1``, ``::1``, ``localhost``: reachable from this machine only. An empty host
+    (``admin_listen = :9105``) is every address, not loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def check_exposure(listen: ListenAddress, token: str | None, tls: bool) -> str | None:
+    """Refuse an endpoint reachable from other machines without a token (ConfigError); the
+    warning to log for one that is open or sends its token in clear, else None."""
+    where = f"[asyncsched] admin_listen {listen.host or '(every address)'}:{listen.port}"
+    if is_loopback(listen.host):
+        if token is None:
+            return (
+                f"{where}: the admin endpoint is open to every local user (no admin_token_file):"
+                " explain, capacity, status and metrics answer anyone on this machine"
+            )
+        return None
+    if token is None:
+        raise ConfigError(
+            f"{where} is not a loopback address: set [asyncsched] admin_token_file (and "
+            "admin_cert_file/admin_key_file for TLS), or listen on 127.0.0.1"
+        )
+    if not tls:
+        return f"{where}: the bearer token crosses the network in clear (no admin_cert_file)"
+    return None
+
+
+def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
+    """A server TLS context from ``admin_cert_file`` / ``admin_key_file`` (both or none)."""
+    if not cert_file and not key_file:
+        return None
+    if not cert_file or not key_file:
+        raise ConfigError("[asyncsched] admin_cert_file and admin_key_file go together")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"[asyncsched] admin_cert_file/admin_key_file: {exc}") from exc
+    return context
+
+
+def token_matches(header: str, token: bytes) -> bool:
+    """``Authorization: Bearer <token>``, compared in constant time (digests of equal length).
+    Any header at all, even one that is not UTF-8 text, is a yes or a no, never an error."""
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    raw = given.strip().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(hashlib.sha256(raw).digest(), hashlib.sha256(token).digest())
 
 
 def read_token(path: str | None) -> str | None:
@@ -73,12 +135,16 @@ class AdminServer:
         placement_probe: PlacementProbe | None = None,
         placement_timeout: float = 2.0,
         extra_routes: Sequence[web.RouteDef] = (),
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self._warning = check_exposure(listen, token, tls is not None)
+        self._tls = tls
         self._listen = listen
         self._health = health
         self._limits = limits
         self._registry = registry
         self._token = token
+        self._token_bytes = token.encode("utf-8") if token is not None else b""
         self._probe = placement_probe
         self._probe_timeout = placement_timeout
         self._probe_result: tuple[float, str | None] | None = None
@@ -102,9 +168,15 @@ class AdminServer:
                 *self._extra,
             ]
         )
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            handler_cancellation=True,  # a client gone away cancels its handler's work
+            max_field_size=MAX_HEADER_BYTES,
+        )
         await runner.setup()
-        site = web.TCPSite(runner, self._listen.host, self._listen.port)
+        site = web.TCPSite(runner, self._listen.host, self._listen.port, ssl_context=self._tls)
         try:
             await site.start()
         except OSError as exc:
@@ -117,11 +189,14 @@ class AdminServer:
         sockets = getattr(server, "sockets", None) or ()
         self._port = sockets[0].getsockname()[1] if sockets else self._listen.port
         LOG.info(
-            "admin endpoint on http://%s:%s (token %s)",
+            "admin endpoint on %s://%s:%s (token %s)",
+            "https" if self._tls else "http",
             self._listen.host,
             self._port,
             "required" if self._token else "not required",
         )
+        if self._warning:
+            LOG.warning("%s", self._warning)
 
     async def close(self) -> None:
         if self._runner is not None:
@@ -133,6 +208,7 @@ class AdminServer:
             "listen": f"{self._listen.host}:{self._port or self._listen.port}",
             "serving": self._runner is not None,
             "token_required": self._token is not None,
+            "tls": self._tls is not None,
             "requests": self._requests,
             "denied": self._denied,
         }
@@ -150,10 +226,8 @@ class AdminServer:
     ) -> web.StreamResponse:
         self._requests += 1
         if self._token is not None and request.path not in OPEN_PATHS:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode(), self._token.encode()
-            ):
+            given = request.headers.getall("Authorization", [])
+            if len(given) != 1 or not token_matches(given[0], self._token_bytes):
                 self._denied += 1
                 return web.Response(
                     status=401,
@@ -169,12 +243,12 @@ class AdminServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         _, reasons = await self._verdict()
         if reasons:
-            return web.Response(status=503, text="".join(f"{r}\n" for r in reasons))
+            return web.Response(status=503, text="".join(f"{mask_secrets(r)}\n" for r in reasons))
         return web.Response(text="ready\n")
 
     async def _status(self, request: web.Request) -> web.Response:
         snapshot, reasons = await self._verdict()
-        doc = {**snapshot, "ready": not reasons, "not_ready": reasons}
+        doc = mask_tree({**snapshot, "ready": not reasons, "not_ready": reasons})
         return web.Response(
             text=json.dumps(doc, default=str, sort_keys=True), content_type="application/json"
         )

@@ -14,7 +14,9 @@ class ListenAddress:
 
 
 def parse_listen(value: str) -> ListenAddress:
-    """``127.0.0.1:9105``, ``[::1]:9105`` or ``:9105`` (all interfaces); port 0 = any free."""
+    """``127.0.0.1:9105``, ``[::1]:9105`` or ``:9105`` (every address, as ``0.0.0.0``: the
+    admin server then requires a token, see ``admin.server.check_exposure``); port 0 = any
+    free."""
     text = value.strip()
     host, sep, port_text = text.rpartition(":")
     if not sep or not port_text.isdigit():

@@ -507,12 +507,48 @@ class AsyncschedOptions:
     admin_listen: str | None = opt(
         None,
         "HOST:PORT of the admin HTTP endpoint (/metrics, /healthz, /readyz, /v1/status); "
-        "unset = off. Prefer loopback, e.g. 127.0.0.1:9105.",
+        "unset = off. Prefer loopback, e.g. 127.0.0.1:9105. Any other address, and ':9105' "
+        "(every address), needs admin_token_file or the daemon refuses to start.",
     )
     admin_token_file: str | None = opt(
         None,
         "File holding a bearer token; when set every admin endpoint but /healthz needs "
-        "'Authorization: Bearer <token>'.",
+        "'Authorization: Bearer <token>'. Without it the endpoint is open to local users "
+        "(a warning is logged).",
+    )
+    admin_cert_file: str | None = opt(
+        None,
+        "PEM certificate (chain) for HTTPS on the admin endpoint, with admin_key_file "
+        "(as oslo's [ssl] cert_file); unset = plain HTTP.",
+    )
+    admin_key_file: str | None = opt(
+        None, "PEM private key of admin_cert_file (as oslo's [ssl] key_file)."
+    )
+    admin_max_dry_runs: int = opt(
+        1,
+        "Explain and capacity runs at once; one more waits admin_dry_run_queue_timeout seconds "
+        "for a slot, then gets 429.",
+        min=1,
+    )
+    admin_dry_run_queue_timeout: float = opt(
+        0.0,
+        "Seconds an explain or capacity request waits for a slot before 429 (0 = answer 429 "
+        "at once while the slots are taken).",
+        min=0.0,
+        mutable=True,
+    )
+    admin_dry_run_timeout: float = opt(
+        10.0,
+        "Seconds an explain or capacity run may take; then capacity answers what it counted "
+        "so far (marked bounded) and explain answers 503.",
+        min=0.1,
+        mutable=True,
+    )
+    capacity_max_instances: int = opt(
+        100000,
+        "Instances a capacity run places at most; a larger answer is 'at least' this many.",
+        min=1,
+        mutable=True,
     )
     ready_max_state_age: float = opt(
         60.0,

@@ -101,10 +101,11 @@ def render_effective(config: opts.Config, files: Sequence[str] = ()) -> str:
 
 
 def mask_value(value: Any, *, secret: bool) -> str:
-    """Secrets: URLs keep everything but their passwords, anything else becomes ``***``."""
+    """Every URL keeps everything but its passwords (a secret option or not, e.g. an
+    ``endpoint_override`` with user info); any other secret becomes ``***``."""
     text = format_value(value)
-    if not secret or value is None:
+    if value is None:
         return text
     if "://" in text:
         return mask_url_passwords(text)
-    return MASK
+    return MASK if secret else text

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from asyncsched.exceptions import AllocationUpdateFailed
 from asyncsched.placement.microversions import CANDIDATES_VERSION
@@ -38,6 +38,22 @@ class Claimer(Protocol):
     ) -> bool: ...
 
     async def rollback(self, consumer_uuids: Iterable[str]) -> None: ...
+
+
+@runtime_checkable
+class TakesOver(Protocol):
+    """A Claimer that can take over an allocation another process wrote (PlacementClient)."""
+
+    async def take_over(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        generation: int,
+        project_id: str,
+        user_id: str,
+        before: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,39 @@ class ClaimBatch:
         self._tasks[consumer_uuid] = task
         return task
 
+    def take_over(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        generation: int,
+        before: Mapping[str, Mapping[str, int]],
+    ) -> bool:
+        """Start taking over an allocation the consumer already holds (an earlier delivery's
+        claim, adopted; ``before``: what else it holds, a move's source): from then on it is
+        this batch's claim, rolled back with the others. False when the client cannot (the
+        allocation is then answered as it stands)."""
+        client = self._client
+        if not isinstance(client, TakesOver):
+            return False
+        if consumer_uuid in self._tasks:
+            raise ValueError(f"consumer {consumer_uuid} already has a claim in this batch")
+
+        async def write() -> bool:
+            return await client.take_over(
+                consumer_uuid,
+                allocation_request,
+                generation=generation,
+                project_id=self._project_id,
+                user_id=self._user_id,
+                before=before,
+            )
+
+        task = asyncio.create_task(
+            self._guarded(consumer_uuid, allocation_request, write), name=f"take-{consumer_uuid}"
+        )
+        self._tasks[consumer_uuid] = task
+        return True
+
     def forget(self, consumer_uuid: str) -> None:
         """Drop a *failed* claim so the consumer can be submitted again on another host."""
         task = self._tasks.get(consumer_uuid)
@@ -110,29 +159,41 @@ class ClaimBatch:
         may_have_allocations: bool,
         on_failure: Callable[[ClaimResult], None] | None,
     ) -> ClaimResult:
-        error: BaseException | None = None
-        ok = False
-        async with self._sem:
-            try:
-                ok = await self._client.claim(
-                    consumer_uuid,
-                    allocation_request,
-                    project_id=self._project_id,
-                    user_id=self._user_id,
-                    allocation_request_version=self._version,
-                    may_have_allocations=may_have_allocations,
-                )
-            except Exception as exc:  # a claim must never take the batch down
-                error = exc
-                if not isinstance(exc, AllocationUpdateFailed):
-                    LOG.exception("placement: unexpected error claiming %s", consumer_uuid)
-        result = ClaimResult(consumer_uuid, ok, allocation_request, error)
-        if not ok and on_failure is not None:
+        def write() -> Awaitable[bool]:
+            return self._client.claim(
+                consumer_uuid,
+                allocation_request,
+                project_id=self._project_id,
+                user_id=self._user_id,
+                allocation_request_version=self._version,
+                may_have_allocations=may_have_allocations,
+            )
+
+        result = await self._guarded(consumer_uuid, allocation_request, write)
+        if not result.ok and on_failure is not None:
             try:
                 on_failure(result)
             except Exception:
                 LOG.exception("placement: on_failure callback for %s failed", consumer_uuid)
         return result
+
+    async def _guarded(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        write: Callable[[], Awaitable[bool]],
+    ) -> ClaimResult:
+        """One write under the concurrency bound; any error becomes the result's."""
+        error: BaseException | None = None
+        ok = False
+        async with self._sem:
+            try:
+                ok = await write()
+            except Exception as exc:  # a claim must never take the batch down
+                error = exc
+                if not isinstance(exc, AllocationUpdateFailed):
+                    LOG.exception("placement: unexpected error claiming %s", consumer_uuid)
+        return ClaimResult(consumer_uuid, ok, allocation_request, error)
 
     async def wait(self) -> dict[str, ClaimResult]:
         """Wait for every submitted claim; results by consumer uuid, in submission order."""

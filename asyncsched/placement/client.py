@@ -54,7 +54,7 @@ from asyncsched.placement.microversions import (
     version_tuple,
 )
 from asyncsched.placement.overcommit import OvercommitGuard
-from asyncsched.placement.pending import Journal, PendingRollbacks
+from asyncsched.placement.pending import Claimed, Journal, PendingRollbacks
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.placement.usage import ProviderUsage, capacities
 
@@ -64,7 +64,10 @@ DEFAULT_TIMEOUT = 30.0
 CLAIM_ATTEMPTS = 4  # nova's @retries
 DELETE_ATTEMPTS = 4
 CAPACITY_TTL = 60.0  # seconds a provider's capacity is reused by the overcommit guard
-RECENT_CLAIMS = 4096  # allocations of recent claims, so a delayed rollback deletes only those
+RECENT_CLAIMS = 4096  # our recent writes, so a rollback undoes only those (fenced)
+#: a new consumer's first write leaves it at this generation (Placement creates it at 0 and
+#: increments it with the write; tests/integration/placement/test_fencing_real.py checks it)
+NEW_CONSUMER_GENERATION = 1
 
 
 class _Retry(AsyncschedError):
@@ -80,6 +83,7 @@ class _Stats:
     claims_failed: int = 0
     deletes: int = 0
     delete_failures: int = 0
+    fenced: int = 0  # undos Placement refused on the consumer generation (not ours any more)
     last_error: str | None = None
     last_error_at: float | None = None
     last_ok_at: float | None = None
@@ -134,7 +138,7 @@ class PlacementClient(StartClose):
         # Deletions Placement could not take: kept and retried (the daemon sets this; a bare
         # client raises AllocationDeleteFailed instead).
         self.pending: PendingRollbacks | None = None
-        self._recent: OrderedDict[str, dict[str, dict[str, int]]] = OrderedDict()
+        self._recent: OrderedDict[str, Claimed] = OrderedDict()
         self._capacity: dict[str, tuple[float, dict[str, int]]] = {}  # rp -> (expiry, capacity)
         # New consumers' claims that arrive together share one POST /allocations (1 = off).
         self._coalescer: ClaimCoalescer | None = (
@@ -252,6 +256,7 @@ class PlacementClient(StartClose):
             "claims_failed": s.claims_failed,
             "deletes": s.deletes,
             "delete_failures": s.delete_failures,
+            "fenced": s.fenced,
             "last_error": s.last_error,
             "last_error_age_s": None
             if s.last_error_at is None
@@ -440,7 +445,7 @@ class PlacementClient(StartClose):
                 if lock is None:
                     lock = self._provider_locks[rp] = asyncio.Lock()
                 await held.enter_async_context(lock)
-            ok = await self._claim_with_retries(
+            done = await self._claim_with_retries(
                 consumer_uuid,
                 allocation_request,
                 project_id=project_id,
@@ -449,29 +454,64 @@ class PlacementClient(StartClose):
                 may_have_allocations=may_have_allocations,
                 consumer_type=consumer_type,
             )
-        if not ok:
+        if done is None:
             self._stats.claims_failed += 1
             return False
+        return await self._claimed(consumer_uuid, allocation_request, done)
+
+    async def _claimed(
+        self, consumer_uuid: str, allocation_request: Mapping[str, Any], done: Claimed
+    ) -> bool:
+        """Note a write Placement took; with the guard, confirm it within capacity (backing
+        it out undoes only our write: a move's source allocation is put back)."""
         if self.pending is not None and consumer_uuid in self.pending:
             await self.pending.discard(consumer_uuid)  # wanted again: not to be deleted
-        self._remember(consumer_uuid, allocation_request)
-        # A move's claim doubles up the source allocation: backing it out would delete that
-        # too, so only new consumers are guarded.
-        if self.guard is not None and not may_have_allocations:
+        self._remember(consumer_uuid, done)
+        if self.guard is not None:
             confirmed = await self.guard.confirm(consumer_uuid, allocation_request)
             if not confirmed:
                 self._stats.claims_failed += 1
             return confirmed
         return True
 
-    def _remember(self, consumer_uuid: str, allocation_request: Mapping[str, Any]) -> None:
-        allocs = allocation_request.get("allocations") or {}
-        self._recent[consumer_uuid] = {
-            rp: dict(a.get("resources") or {}) for rp, a in allocs.items()
-        }
+    def _remember(self, consumer_uuid: str, claimed: Claimed) -> None:
+        self._recent[consumer_uuid] = claimed
         self._recent.move_to_end(consumer_uuid)
         if len(self._recent) > RECENT_CLAIMS:
             self._recent.popitem(last=False)
+
+    async def take_over(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        generation: int,
+        project_id: str,
+        user_id: str,
+        before: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> bool:
+        """Make an allocation another process wrote ours (a redelivered call adopting its
+        first delivery's claim): PUT it again at the consumer generation it was read at. The
+        generation moves on, so the first process's undo is refused (fencing), and ours
+        undoes it like any claim of the call (putting ``before`` back: what the consumer held
+        besides that claim, a move's source). False when Placement refuses (the consumer
+        changed since it was read: the caller decides the instance again)."""
+        before = before or {}
+        mine = _resources(allocation_request["allocations"])
+        status, body = await self._put_at(
+            consumer_uuid, {**mine, **before}, generation, (project_id, user_id), op="claim"
+        )
+        if status != 204:
+            LOG.warning(
+                "placement: taking over %s refused (HTTP %s %s): it changed since it was read",
+                consumer_uuid,
+                status,
+                " ".join(error_detail(body).split()),
+            )
+            return False
+        LOG.info("placement: took over the allocations of %s", consumer_uuid)
+        done = Claimed(mine, generation + 1, before, project_id, user_id)
+        return await self._claimed(consumer_uuid, allocation_request, done)
 
     async def _claim_with_retries(
         self,
@@ -483,7 +523,8 @@ class PlacementClient(StartClose):
         allocation_request_version: str,
         may_have_allocations: bool,
         consumer_type: str,
-    ) -> bool:
+    ) -> Claimed | None:
+        """Our write (None: refused), as nova's @retries claim_resources makes it."""
         for attempt in range(CLAIM_ATTEMPTS):
             delay = self._rng.uniform(0, attempt * self._claim_backoff)
             if delay:
@@ -508,18 +549,20 @@ class PlacementClient(StartClose):
             except (PlacementTimeout, PlacementDisconnected) as exc:
                 # The PUT may have been applied: remove it rather than leak it.
                 LOG.error("placement: claim for %s timed out (%s); removing it", consumer_uuid, exc)
-                if not may_have_allocations:  # a delayed rollback deletes only this
-                    self._remember(consumer_uuid, allocation_request)
+                # generation unknown: undone only while the consumer holds exactly this (a
+                # move's doubled-up claim is then left alone, its source never deleted)
+                mine = Claimed(_resources(allocation_request.get("allocations") or {}))
+                self._remember(consumer_uuid, mine)
                 try:
                     await self.delete_allocation(consumer_uuid)
                 except (AllocationDeleteFailed, PlacementError):
                     pass  # logged loudly by delete_allocation
-                return False
+                return None
             except PlacementError as exc:
                 LOG.error("placement: claim for %s failed: %s", consumer_uuid, exc)
-                return False
+                return None
         LOG.error("placement: claim for %s failed: out of retries", consumer_uuid)
-        return False
+        return None
 
     async def _claim_once(
         self,
@@ -531,9 +574,10 @@ class PlacementClient(StartClose):
         version: str,
         may_have_allocations: bool,
         consumer_type: str,
-    ) -> bool:
+    ) -> Claimed | None:
         payload: dict[str, Any] = dict(allocation_request)  # shallow: shared request untouched
         consumer_generation: int | None = None
+        current_allocs: Mapping[str, Any] = {}
         if may_have_allocations:
             current = await self.get_allocations(consumer_uuid)
             current_allocs = current.get("allocations") or {}
@@ -556,13 +600,17 @@ class PlacementClient(StartClose):
                 "PUT", f"/allocations/{consumer_uuid}", version=version, body=payload, op="claim"
             )
         if status == 204:
-            return True
+            after = (
+                NEW_CONSUMER_GENERATION if consumer_generation is None else consumer_generation + 1
+            )
+            before = _resources(current_allocs) if consumer_generation is not None else {}
+            mine = _resources(allocation_request.get("allocations") or {})
+            return Claimed(mine, after, before, project_id, user_id)
         code, detail = error_code(body), error_detail(body)
         if code == "placement.concurrent_update":
             if "consumer generation conflict" in detail:
                 if consumer_generation is None:
-                    await self._held_already(consumer_uuid, payload)  # True or raises
-                    return True
+                    return await self._held_already(consumer_uuid, payload)  # or raises
                 raise AllocationUpdateFailed(
                     consumer_uuid=consumer_uuid,
                     error=f"another process changed the consumer {consumer_uuid} during the claim",
@@ -575,14 +623,16 @@ class PlacementClient(StartClose):
             code,
             " ".join(detail.split()),
         )
-        return False
+        return None
 
-    async def _held_already(self, consumer_uuid: str, payload: Mapping[str, Any]) -> None:
+    async def _held_already(self, consumer_uuid: str, payload: Mapping[str, Any]) -> Claimed:
         """A new claim met a consumer that holds allocations. After a resent PUT (aiohttp
         retries a PUT on a dropped keep-alive socket) it is our own first write: exactly our
         allocation, so return. Another allocation of the same project and user is a
-        redelivered request's first claim (its process died unacked): ConsumerHeld carries it
-        for the caller to adopt. Anything else is another process's consumer."""
+        redelivered request's first claim (its process died unacked) or a move's source (an
+        evacuated instance holds its allocation on the dead host): ConsumerHeld carries it for
+        the caller to adopt or to claim again as a move. Anything else is another process's
+        consumer."""
         changed = f"another process changed the consumer {consumer_uuid} during the claim"
         try:
             current = await self.get_allocations(consumer_uuid)
@@ -598,10 +648,16 @@ class PlacementClient(StartClose):
         ) == payload.get("user_id")
         if same_owner and held == wanted:
             LOG.info("placement: claim for %s was already applied (resent request)", consumer_uuid)
-            return
+            gen = current.get("consumer_generation")
+            return Claimed(held, gen, {}, payload.get("project_id"), payload.get("user_id"))
         if same_owner and held:
             LOG.info("placement: %s already holds allocations on %s", consumer_uuid, sorted(held))
-            raise ConsumerHeld(consumer_uuid=consumer_uuid, error=changed, held=held)
+            raise ConsumerHeld(
+                consumer_uuid=consumer_uuid,
+                error=changed,
+                held=held,
+                generation=current.get("consumer_generation"),
+            )
         raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error=changed)
 
     async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
@@ -636,31 +692,88 @@ class PlacementClient(StartClose):
             raise self._fail(PlacementHTTPError.answered(f"GET {path}", status, body))
         return body
 
-    async def delete_once(self, consumer_uuid: str) -> None:
-        """One DELETE /allocations/{consumer}; 404 is fine; PlacementError otherwise."""
-        status, body = await self._request(
-            "DELETE",
-            f"/allocations/{consumer_uuid}",
-            version=CANDIDATES_VERSION,
-            op="delete_allocation",
+    async def undo_once(self, consumer_uuid: str, claimed: Claimed | None) -> bool:
+        """One attempt at undoing our write for a consumer, fenced on the consumer generation.
+
+        ``PUT /allocations/{consumer}`` at 1.28 with what the consumer held before our write
+        (``{}`` for a new consumer) and the generation our write left. When that generation
+        is not known, the consumer is read and undone only while it holds exactly what we
+        wrote (at the generation read). True: undone, or nothing was left. False: the
+        consumer changed since our write (another process took it over, a later move): left
+        alone, logged. PlacementError: try again."""
+        gen: int | None
+        if claimed is not None and claimed.generation is not None:
+            gen, before = claimed.generation, claimed.before
+            owner = (claimed.project_id, claimed.user_id)
+        else:
+            current = await self.get_allocations(consumer_uuid)
+            held = _resources(current.get("allocations") or {})
+            if not held:
+                self._recent.pop(consumer_uuid, None)
+                return True
+            if claimed is not None and held != claimed.holds():
+                return self._fenced(consumer_uuid, "it holds other allocations than our write")
+            gen, before = current.get("consumer_generation"), {}
+            owner = (current.get("project_id"), current.get("user_id"))
+        status, answer = await self._put_at(
+            consumer_uuid, before, gen, owner, op="delete_allocation"
         )
-        if status not in (204, 404):
-            raise self._fail(
-                PlacementHTTPError.answered(f"DELETE /allocations/{consumer_uuid}", status, body)
-            )
+        if status == 204:
+            self._recent.pop(consumer_uuid, None)
+            return True
+        if status == 409 and "consumer generation conflict" in error_detail(answer):
+            return self._fenced(consumer_uuid, f"its generation is no longer {gen}")
+        raise self._fail(
+            PlacementHTTPError.answered(f"PUT /allocations/{consumer_uuid} (undo)", status, answer)
+        )
+
+    async def _put_at(
+        self,
+        consumer_uuid: str,
+        allocations: Mapping[str, Mapping[str, int]],
+        generation: int | None,
+        owner: tuple[Any, Any],
+        *,
+        op: str,
+    ) -> tuple[int, Any]:
+        """PUT /allocations/{consumer} at 1.28: exactly ``allocations`` (``{}``: none), on
+        condition that the consumer is at ``generation`` (Placement answers 409 otherwise)."""
+        body = {
+            "allocations": {rp: {"resources": dict(r)} for rp, r in allocations.items()},
+            "consumer_generation": generation,
+            "project_id": owner[0],
+            "user_id": owner[1],
+        }
+        return await self._request(
+            "PUT",
+            f"/allocations/{consumer_uuid}",
+            version=CONSUMER_GENERATION_VERSION,
+            body=body,
+            op=op,
+        )
+
+    def _fenced(self, consumer_uuid: str, why: str) -> bool:
         self._recent.pop(consumer_uuid, None)
+        self._stats.fenced += 1
+        LOG.warning(
+            "placement: not undoing our claim of %s: %s (another process took it over, or it "
+            "moved); left as it is",
+            consumer_uuid,
+            why,
+        )
+        return False
 
     async def delete_allocation(self, consumer_uuid: str) -> None:
-        """DELETE /allocations/{consumer}, retried. When Placement still refuses, the daemon's
-        client keeps the rollback for later (``pending``) and returns; a bare client raises
-        AllocationDeleteFailed."""
+        """Undo our write for a consumer (``undo_once``: fenced on the consumer generation),
+        retried. When Placement still refuses, the daemon's client keeps the rollback for
+        later (``pending``) and returns; a bare client raises AllocationDeleteFailed."""
         self._stats.deletes += 1
         last = ""
         for attempt in range(DELETE_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(self._rng.uniform(0, self._claim_backoff / 8 * 2**attempt))
             try:
-                await self.delete_once(consumer_uuid)
+                await self.undo_once(consumer_uuid, self._recent.get(consumer_uuid))
                 return
             except PlacementError as exc:
                 last = str(exc)
@@ -696,6 +809,13 @@ class PlacementClient(StartClose):
                 consumer_uuid=",".join(u for u, _ in failed),
                 error="; ".join(str(r) for _, r in failed),
             )
+
+
+def _resources(allocs: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """provider -> resources of an allocation (request or GET answer)."""
+    return {
+        rp: {rc: int(n) for rc, n in (a.get("resources") or {}).items()} for rp, a in allocs.items()
+    }
 
 
 def _doubled_up(source_allocs: Mapping[str, Any], dest: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,10 @@ background task that retries with backoff until Placement answers. The promise s
 restart of the daemon through a small JSON journal written atomically under
 ``[asyncsched] state_dir`` and replayed at start.
 
-A retry deletes only what we claimed: when the consumer now holds other allocations (a later
-move or a new claim of the same instance), it is left alone and the entry dropped.
+A retry undoes only what we wrote: on the consumer generation our write left (fencing), or,
+when that is not known, only while the consumer holds exactly what we wrote. When the consumer
+changed since (another process took the claim over, a later move, a new claim of the same
+instance), it is left alone and the entry dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,27 +42,75 @@ RETRY_CONCURRENCY = 16  # rollbacks retried at once when Placement is back
 Allocations = Mapping[str, Mapping[str, int]]
 
 
+def _ints(allocs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    return {rp: {rc: int(n) for rc, n in r.items()} for rp, r in dict(allocs).items()}
+
+
 @dataclass(frozen=True, slots=True)
-class PendingRollback:
-    consumer_uuid: str
-    allocations: Allocations | None  # what we claimed; None: not known, delete whatever is held
-    since: float  # wall clock of the first failure
+class Claimed:
+    """What this process wrote for one consumer: enough to undo exactly that write.
+
+    Undoing puts ``before`` back (nothing for a new consumer, the source allocation for a
+    move) on condition that the consumer is still at ``generation``: a process that lost the
+    consumer to another (a redelivery adopted and took over its claim) is refused (409)."""
+
+    allocations: Allocations  # the allocation we asked for
+    generation: int | None = None  # the consumer generation our write left; None: not known
+    before: Allocations = field(default_factory=dict)  # what the consumer held before it
+    project_id: str | None = None
+    user_id: str | None = None
+
+    def holds(self) -> dict[str, dict[str, int]]:
+        """What the consumer holds right after our write (nova's doubled-up move claim)."""
+        out = _ints(self.before)
+        for rp, r in _ints(self.allocations).items():
+            out.setdefault(rp, r)
+        return out
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "allocations": _ints(self.allocations),
+            "generation": self.generation,
+            "before": _ints(self.before),
+            "project_id": self.project_id,
+            "user_id": self.user_id,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Claimed | None:
+        allocs = raw.get("allocations")
+        if allocs is None:
+            return None
+        gen = raw.get("generation")
+        return cls(
+            allocations=_ints(allocs),
+            generation=None if gen is None else int(gen),
+            before=_ints(raw.get("before") or {}),
+            project_id=raw.get("project_id"),
+            user_id=raw.get("user_id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRollback:
+    consumer_uuid: str
+    claimed: Claimed | None  # what we wrote; None: not known, remove whatever is held
+    since: float  # wall clock of the first failure
+
+    def as_json(self) -> dict[str, Any]:
+        claimed = {} if self.claimed is None else self.claimed.as_json()
+        return {
             "consumer_uuid": self.consumer_uuid,
-            "allocations": None if self.allocations is None else dict(self.allocations),
+            "allocations": None,
+            **claimed,
             "since": self.since,
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PendingRollback:
-        allocs = raw.get("allocations")
         return cls(
             consumer_uuid=str(raw["consumer_uuid"]),
-            allocations=None
-            if allocs is None
-            else {rp: {rc: int(n) for rc, n in r.items()} for rp, r in dict(allocs).items()},
+            claimed=Claimed.from_json(raw),
             since=float(raw.get("since", 0.0)),
         )
 
@@ -121,11 +171,9 @@ class Journal:
 
 
 class Remover(Protocol):
-    """What a retry needs from the Placement client (one attempt each, PlacementError on
-    failure)."""
+    """What a retry needs from the Placement client: one attempt (PlacementClient.undo_once)."""
 
-    async def get_allocations(self, consumer_uuid: str) -> dict[str, Any]: ...
-    async def delete_once(self, consumer_uuid: str) -> None: ...
+    async def undo_once(self, consumer_uuid: str, claimed: Claimed | None) -> bool: ...
 
 
 class PendingRollbacks:
@@ -181,11 +229,11 @@ class PendingRollbacks:
         task, self._task = self._task, None
         await cancel_and_wait(task)
 
-    async def add(self, consumer_uuid: str, allocations: Allocations | None) -> None:
+    async def add(self, consumer_uuid: str, claimed: Claimed | None) -> None:
         """Promise the rollback: returns once it is journaled (or, without a journal, kept)."""
         if consumer_uuid not in self._pending:
             first = not self._pending
-            self._pending[consumer_uuid] = PendingRollback(consumer_uuid, allocations, time.time())
+            self._pending[consumer_uuid] = PendingRollback(consumer_uuid, claimed, time.time())
             await self._save()
             LOG.log(
                 logging.WARNING if first else logging.INFO,
@@ -271,21 +319,9 @@ class PendingRollbacks:
         return not self._pending
 
     async def _remove(self, entry: PendingRollback) -> None:
-        held = (await self._remover.get_allocations(entry.consumer_uuid)).get("allocations") or {}
-        if not held:
-            self.done += 1
+        if not await self._remover.undo_once(entry.consumer_uuid, entry.claimed):
+            self.dropped += 1  # the consumer changed since our write: not ours to undo
             return
-        if entry.allocations is not None:
-            now = {rp: dict(a.get("resources") or {}) for rp, a in held.items()}
-            if now != {rp: dict(r) for rp, r in entry.allocations.items()}:
-                self.dropped += 1
-                LOG.warning(
-                    "placement: %s now holds other allocations than the claim we rolled back; "
-                    "left alone",
-                    entry.consumer_uuid,
-                )
-                return
-        await self._remover.delete_once(entry.consumer_uuid)
         self.done += 1
         LOG.info(
             "placement: delayed rollback of %s done after %.0f s",

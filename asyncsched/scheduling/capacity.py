@@ -7,8 +7,13 @@ multi-create, and every host still passing takes one more instance: a claim judg
 Placement's own numbers (``dryrun.NoClaims``) and the scheduler's consumption (scalars, NUMA,
 PCI) on the copy. A host leaves when a filter drops it or Placement has no room left; that
 reason is what ran out. Rounds go on until no host is left. Weighers only order hosts, so they
-do not change the count. The loop yields to the event loop every ``YIELD_EVERY`` instances,
-so the live scheduler is never stalled by a long run.
+do not change the count. The loop yields to the event loop every ``YIELD_EVERY`` instances
+and every round, so the live scheduler is never stalled by a long run.
+
+A run is bounded (issue #21): it stops after ``Bounds.max_instances`` placed instances or at
+``Bounds.deadline`` (``time.monotonic()``), and then says so in ``bounded``: its ``total`` is
+"at least". A huge flavor-less request (``vcpus=0&ram=1``) would otherwise place hundreds of
+thousands of instances for most of a minute.
 
 Server-group affinity (hard) puts every instance on the first host chosen: the count is that
 host's. Anti-affinity leaves one per host through its filter, as in a real multi-create.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -59,9 +65,21 @@ class Capacity:
     hosts_known: int
     seconds: float
     note: str | None = None
+    bounded: str | None = None  # why the run stopped early: ``total`` is then "at least"
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How far one capacity run may go: placed instances, and a ``time.monotonic()`` deadline."""
+
+    max_instances: int
+    deadline: float
+
+
+UNBOUNDED = Bounds(max_instances=2**62, deadline=math.inf)
 
 
 def _plain(value: Any) -> Any:
@@ -75,8 +93,10 @@ async def capacity(
     spec: RequestSpec,
     *,
     clock: Callable[[], datetime],
+    bounds: Bounds | None = None,
 ) -> Capacity:
-    """Fill scratch copies of the hosts with ``spec``'s flavor until nothing fits."""
+    """Fill scratch copies of the hosts with ``spec``'s flavor until nothing fits, or until
+    ``bounds`` stop the run."""
     started = time.perf_counter()
     unlimited = dataclasses.replace(
         config, scheduler=dataclasses.replace(config.scheduler, max_placement_results=UNLIMITED)
@@ -93,7 +113,7 @@ async def capacity(
         if not why.startswith("Placement"):
             why = f"Placement: {why}"
         return _empty(known, started, {why: known})
-    fill = _Fill(mgr, hosts, spec)
+    fill = _Fill(mgr, hosts, spec, bounds or UNBOUNDED)
     await fill.run()
     excluded = Counter({"Placement: not-a-candidate": known - hosts.initial})
     excluded.update(fill.excluded)
@@ -103,8 +123,13 @@ async def capacity(
 class _Fill:
     """The rounds: filter, then one more instance on every host still passing."""
 
-    def __init__(self, mgr: DryRunManager, hosts: TracedHosts, spec: RequestSpec) -> None:
+    def __init__(
+        self, mgr: DryRunManager, hosts: TracedHosts, spec: RequestSpec, bounds: Bounds
+    ) -> None:
         self.mgr = mgr
+        self.bounds = bounds
+        self.fitted = 0
+        self.bounded: str | None = None
         self.hosts = hosts
         self.spec = spec
         self.req = _Request(mgr, _CTX, spec, hosts, mgr.engine, None, True)
@@ -122,7 +147,8 @@ class _Fill:
         skip = hosts.apply_host_rules(self.spec)
         self._stopped({}, hosts.reasons, 0)
         done = 0
-        while len(hosts):
+        while len(hosts) and not self._stop():
+            await asyncio.sleep(0)  # a round filters every host left: yield between rounds
             index = self.rounds
             before = {k: Counter(v) for k, v in hosts.reasons.items()}
             self.mgr.engine.columns.slots(hosts.current_states())
@@ -141,9 +167,21 @@ class _Fill:
                 done += 1
                 if done % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
+                    self._stop()
+                if self.bounded is not None:
+                    break
             self._record(out, index)
             hosts.cur = hosts.cur[keep]
             self.rounds += 1
+
+    def _stop(self) -> bool:
+        """Is a bound reached? Records which one in ``bounded``."""
+        if self.bounded is None:
+            if self.fitted >= self.bounds.max_instances:
+                self.bounded = f"stopped at {self.fitted} instances (capacity_max_instances)"
+            elif time.monotonic() >= self.bounds.deadline:
+                self.bounded = f"stopped at the deadline, {self.fitted} instances counted"
+        return self.bounded is not None
 
     async def _one_more(self, base: int) -> str | None:
         """Claim (judged, not sent) and consume one instance on ``base``; or why not."""
@@ -159,6 +197,9 @@ class _Fill:
         await self.req.consume(base, self.spec, instance)
         self.req.consumed.clear()  # the copies are thrown away: nothing to release
         self.counts[base] += 1
+        self.fitted += 1
+        if self.fitted >= self.bounds.max_instances:
+            self._stop()
         if self.spec.instance_group is not None:
             self.spec = self.req.after_placed(self.spec, base, instance)
         return None
@@ -249,4 +290,5 @@ def _result(
         hosts_known=known,
         seconds=time.perf_counter() - started,
         note=fill.note,
+        bounded=fill.bounded,
     )

@@ -94,6 +94,9 @@ class _Request:
         # (instance uuid, host uuid) -> host: what this request consumed, in order
         self.consumed: dict[tuple[str, str], HostState] = {}
         self.failed: dict[str, set[int]] = {}
+        # instances found holding allocations from before this request (a move's source):
+        # their claims take nova's merge path
+        self.moves: set[str] = set()
         # the first instance's pick order: nova takes a lone instance's alternates from it
         self.first_order: Iterable[int] | None = None
         self.claim_wait = 0.0  # seconds spent waiting for Placement's answers to the claims
@@ -142,8 +145,7 @@ class _Request:
         self.consumed[instance_uuid, host.uuid] = host
         self.engine.refresh(host)
 
-    async def release(self, base: int, instance_uuid: str) -> None:
-        host = self.hosts.states[base]
+    async def release(self, host: HostState, instance_uuid: str) -> None:
         try:
             await self.mgr.cache.release(host, instance_uuid)
         except Exception:
@@ -518,7 +520,7 @@ class SchedulerManager:
             await req.consume(base, spec, instance_uuid)
             placed = _Placed(instance_uuid, base, alloc)
             req.placed.append(placed)
-            batch.submit(instance_uuid, alloc, on_failure=None)
+            batch.submit(instance_uuid, alloc, may_have_allocations=instance_uuid in req.moves)
             return placed
         return None
 
@@ -536,21 +538,22 @@ class SchedulerManager:
             results = await batch.wait()
             req.claim_wait += time.perf_counter() - waited
             failed: list[ClaimResult] = []
+            resent = False
             for r in results.values():
                 if r.ok:
                     continue
                 if isinstance(r.error, AllocationUpdateFailed):
-                    await self._adopt(req, batch, spec, r.error)  # or raises
+                    resent |= await self._held(req, batch, spec, r.error)  # or raises
                 else:
                     failed.append(r)
-            if not failed:  # every claim answered: ok or adopted
+            if not failed and not resent:  # every claim answered: ok or adopted
                 return
             position = {p.uuid: i for i, p in enumerate(req.placed)}
             for r in failed:
                 await req.pacer.tick()
                 pos = position[r.consumer_uuid]
                 old = req.placed[pos]
-                await req.release(old.base, old.uuid)
+                await req.release(old.host(req.hosts), old.uuid)
                 tried = req.failed.setdefault(old.uuid, set())
                 tried.add(old.base)
                 batch.forget(old.uuid)
@@ -558,7 +561,7 @@ class SchedulerManager:
                 LOG.info(
                     "claim for %s on %s failed; trying the next host",
                     old.uuid,
-                    req.hosts.states[old.base].nodename,
+                    old.host(req.hosts).nodename,
                 )
                 retry_spec = dataclasses.replace(spec, instance_uuid=old.uuid)
                 placed = await self._place_one(
@@ -575,27 +578,90 @@ class SchedulerManager:
                     raise NoValidHost(reason=NOT_ENOUGH)
                 req.placed[pos] = req.placed.pop()  # the retry takes the old one's place
 
-    async def _adopt(
+    async def _held(
         self, req: _Request, batch: ClaimBatch, spec: RequestSpec, err: AllocationUpdateFailed
+    ) -> bool:
+        """A claim met allocations its instance already holds (docs/moves.md).
+
+        The held allocation is split by host. Its part on hosts this request excludes (host
+        rules, filters, hosts already tried) is a move's source: evacuate leaves the instance
+        holding the dead source's allocation. A part on one host the request accepts, equal
+        to what we asked for, is an earlier delivery's claim of this same call: adopted.
+        Only a source: the claim is sent again the way nova's claim_resources sends a move's
+        (read, merge, PUT with the consumer generation); True then (wait for it). Anything
+        else keeps the failure.
+        """
+        uuid = str(err.kwargs.get("consumer_uuid"))
+        pos = next((i for i, p in enumerate(req.placed) if p.uuid == uuid), None)
+        if pos is None or not isinstance(err, ConsumerHeld):
+            raise AllocationUpdateFailed(err.message, **err.kwargs) from err
+        one = dataclasses.replace(spec, instance_uuid=uuid)
+        known = self.cache.get_by_uuids(err.held)
+        accepted = [h for h in known if self._accepts(req, one, pos, h)]
+        source = {h.uuid for h in known} - {h.uuid for h in accepted}
+        rest = {rp: res for rp, res in err.held.items() if rp not in source}
+        alloc = {"allocations": {rp: {"resources": dict(res)} for rp, res in rest.items()}}
+        if len(accepted) == 1 and _totals(alloc) == _totals(req.placed[pos].alloc):
+            await self._adopt(req, batch, one, pos, accepted[0], alloc)
+            # taken over (fenced, rolled back with the call): wait for that write
+            others = {rp: res for rp, res in err.held.items() if rp not in rest}
+            return err.generation is not None and batch.take_over(
+                uuid, alloc, err.generation, others
+            )
+        if source and not accepted:
+            old = req.placed[pos]
+            req.moves.add(uuid)
+            batch.forget(uuid)
+            assert old.alloc is not None
+            batch.submit(uuid, old.alloc, may_have_allocations=True)
+            LOG.info(
+                "%s holds allocations on %s, a host this request excludes (a move's source): "
+                "claiming %s with them, as nova does",
+                uuid,
+                ", ".join(sorted(h.nodename for h in known if h.uuid in source)),
+                old.host(req.hosts).nodename,
+            )
+            return True
+        LOG.warning(
+            "%s holds allocations on %s that are neither this call's earlier claim nor a "
+            "move's source: the claim fails",
+            uuid,
+            sorted(err.held),
+        )
+        raise AllocationUpdateFailed(err.message, **err.kwargs) from err
+
+    def _accepts(self, req: _Request, spec: RequestSpec, index: int, host: HostState) -> bool:
+        """Whether this request may answer ``host`` for instance ``index``: not tried
+        already, in the requested cell, and kept by the host rules and the filters."""
+        tried = req.failed.get(spec.instance_uuid or "", set())
+        if any(b >= 0 and req.hosts.states[b] is host for b in tried):
+            return False
+        if not self._restrict_cell(spec, [host]):
+            return False
+        one = req.engine.start([host])
+        if one.apply_host_rules(spec):
+            return len(one) == 1  # forced: filters skipped, as for the request itself
+        return len(one) == 1 and one.filter(spec, index) == 1
+
+    async def _adopt(
+        self,
+        req: _Request,
+        batch: ClaimBatch,
+        spec: RequestSpec,
+        pos: int,
+        host: HostState,
+        alloc: Mapping[str, Any],
     ) -> None:
         """A redelivered call whose first delivery claimed this instance and died unacked:
         answer with the host Placement already holds it on (select_destinations is
-        idempotent per instance uuid). A held allocation that differs from what we asked
-        for, or lies on no known host, keeps the failure."""
-        uuid = str(err.kwargs.get("consumer_uuid"))
-        pos = next((i for i, p in enumerate(req.placed) if p.uuid == uuid), None)
-        held = err.held if isinstance(err, ConsumerHeld) else {}
-        alloc = {"allocations": {rp: {"resources": dict(res)} for rp, res in held.items()}}
-        roots = self.cache.get_by_uuids(held)
-        if pos is None or len(roots) != 1 or _totals(alloc) != _totals(req.placed[pos].alloc):
-            raise AllocationUpdateFailed(err.message, **err.kwargs) from err
-        host, old = roots[0], req.placed[pos]
-        await req.release(old.base, old.uuid)
-        batch.forget(old.uuid)
+        idempotent per instance uuid)."""
+        old = req.placed[pos]
+        uuid = old.uuid
+        await req.release(old.host(req.hosts), uuid)
+        batch.forget(uuid)
         base = next((i for i, s in enumerate(req.hosts.states) if s is host), -1)
         limits = req.hosts.limits.get(base, {}).get("numa_topology")
-        one = dataclasses.replace(spec, instance_uuid=uuid)
-        await req.consume_on(host, one, uuid, alloc, limits)
+        await req.consume_on(host, spec, uuid, alloc, limits)
         req.placed[pos] = _Placed(uuid, base, alloc, host if base < 0 else None)
         LOG.warning(
             "%s already holds allocations on %s (a redelivered request): answering with that host",

@@ -8,10 +8,14 @@ applies what was read (``HostStateCache._apply_cells`` etc.) in the same order.
 from __future__ import annotations
 
 import logging
+import re
+import string
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.models import Aggregate
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.sql import (
@@ -27,6 +31,104 @@ LOG = logging.getLogger(__name__)
 
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 _AGG_KEYS = ("aggs", "agg_hosts", "agg_meta")
+
+
+class CellURLError(AsyncschedError):
+    """A cell mapping's URL template that cannot be filled (the message names no secret)."""
+
+
+#: The fields nova fills in a cell mapping's URL template (plus username1, hostname1 ... for
+#: each host of a several-host transport URL).
+_URL_FIELDS = ("username", "password", "hostname", "port", "scheme", "query", "fragment", "path")
+
+
+class _TemplateFormatter(string.Formatter):
+    """``str.format`` as nova uses it, but only plain ``{name}`` fields of the template map:
+    ``{password.__class__}`` or ``{x[0]}`` in a database row is refused, not evaluated."""
+
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if field_name not in kwargs:
+            raise CellURLError(f"unknown template field {{{field_name}}}")
+        return kwargs[field_name], field_name
+
+
+def format_cell_url(url: str, default: str | None, option: str) -> str:
+    """nova's ``CellMapping._format_url``: fill ``{username}``, ``{password}``, ``{hostname}``,
+    ``{port}``, ``{scheme}``, ``{query}``, ``{fragment}``, ``{path}`` (and the indexed
+    ``{username1}`` ... of a several-host URL) from ``default``, the local ``option`` URL.
+
+    As in nova, a URL that does not format (a literal brace) is used as it stands when it holds
+    no template field. A template that cannot be filled raises ``CellURLError``."""
+    if "{" not in url and "}" not in url:
+        return url
+    try:
+        if default is None:
+            raise CellURLError(f"its URL is a template but {option} connection is not set")
+        return _TemplateFormatter().vformat(url, (), _template_fields(default))
+    except (CellURLError, ValueError, IndexError) as exc:
+        if not _TEMPLATE_FIELD.search(url):
+            return url  # nova: "Failed to parse ... to format cell mapping", URL unchanged
+        if isinstance(exc, CellURLError):
+            raise
+        raise CellURLError(f"its URL template does not format ({exc})") from None
+
+
+_TEMPLATE_FIELD = re.compile(r"\{(?:" + "|".join(_URL_FIELDS) + r")\d*+[^{}]*+\}")
+
+
+def _template_fields(default: str) -> dict[str, Any]:
+    parts = urlsplit(default)
+    try:
+        port = parts.port
+    except ValueError:
+        raise CellURLError("the local URL has a bad port") from None
+    subs: dict[str, Any] = {
+        "username": parts.username,
+        "password": parts.password,
+        "hostname": parts.hostname,
+        "port": port,
+        "scheme": parts.scheme,
+        "query": parts.query,
+        "fragment": parts.fragment,
+        "path": parts.path.lstrip("/"),
+    }
+    if "," in parts.netloc:
+        for index, netloc in enumerate(parts.netloc.split(","), 1):
+            for key, value in _netloc_fields(netloc).items():
+                subs[f"{key}{index}"] = value
+    return subs
+
+
+def _netloc_fields(netloc: str) -> dict[str, Any]:
+    """nova's ``_parse_netloc``: ``user:pass@host:port`` of one host of several."""
+    userpass, at, hostport = netloc.partition("@")
+    if not at:
+        userpass, hostport = "", netloc
+    host, port = _host_port(hostport)
+    username, colon, password = userpass.partition(":")
+    return {
+        "username": username,
+        "password": password if colon else None,
+        "hostname": host,
+        "port": port,
+    }
+
+
+def _host_port(address: str) -> tuple[str | None, int | None]:
+    """oslo.utils ``parse_host_port`` without a default port."""
+    if not address:
+        return None, None
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif address.count(":") == 1:
+        host, _, port_text = address.partition(":")
+    else:
+        host, port_text = address, ""
+    try:
+        return host, int(port_text) if port_text else None
+    except ValueError:
+        raise CellURLError(f"bad port {port_text!r} in the local URL") from None
 
 
 async def api_pass(
@@ -55,17 +157,36 @@ async def api_pass(
     return fp
 
 
-def wanted_cells(rows: Sequence[Any]) -> dict[str, Any]:
-    """cell_mappings rows the cache loads: not cell0, enabled, with a database."""
-    wanted: dict[str, Any] = {}
+@dataclass(frozen=True, slots=True)
+class WantedCells:
+    """The cells to load (their rows, URLs filled) and the enabled ones that cannot be:
+    uuid -> ``cell NAME: why``, for ``/readyz`` to name."""
+
+    rows: Mapping[str, Mapping[str, Any]]
+    unusable: Mapping[str, str]
+
+
+def wanted_cells(rows: Sequence[Any], database_connection: str | None) -> WantedCells:
+    """cell_mappings rows the cache loads: not cell0, enabled, with a database whose URL
+    template (if it is one) is filled from ``[database] connection`` as nova fills it."""
+    wanted: dict[str, Mapping[str, Any]] = {}
+    unusable: dict[str, str] = {}
     for r in rows:
         if r["uuid"] == CELL0_UUID or r["disabled"]:
             continue
+        label = f"cell {r['name'] or r['uuid']}"
         if not r["database_connection"]:
             LOG.warning("cell %s (%s) has no database_connection; ignored", r["name"], r["uuid"])
+            unusable[r["uuid"]] = f"{label}: no database_connection"
             continue
-        wanted[r["uuid"]] = r
-    return wanted
+        try:
+            url = format_cell_url(r["database_connection"], database_connection, "[database]")
+        except CellURLError as exc:
+            LOG.error("%s: %s; its hosts cannot be scheduled", label, exc)
+            unusable[r["uuid"]] = f"{label}: {exc}"
+            continue
+        wanted[r["uuid"]] = {**dict(r), "database_connection": url}
+    return WantedCells(wanted, unusable)
 
 
 def parse_aggregates(

@@ -110,6 +110,7 @@ class HostStateCache(StartClose):
         self._live = Live(config, self._clock, self.metrics, image_props_wanted(config))
         self._table = HostTable(self._live)
         self._cells = self._table.cells  # the same dict, shorter
+        self._unusable_cells: dict[str, str] = {}  # enabled cells we cannot load: uuid -> why
 
     @property
     def _config(self) -> Config:
@@ -162,6 +163,8 @@ class HostStateCache(StartClose):
             b.db_query_timeout,
             b.db_reconnect_max,
         )
+        if config.database.connection != old.database.connection:
+            self._api_fp = {}  # cell URL templates are filled from it: read the cells again
         if self._api is not None and (
             db_changed or config.api_database.connection != old.api_database.connection
         ):
@@ -218,6 +221,7 @@ class HostStateCache(StartClose):
             "stale": stale,
             "api": api,
             "cells": cells,
+            "unusable_cells": dict(self._unusable_cells),
             "hosts": len(self._table.by_uuid),
             "aggregates": len(self._live.aggs.aggs),
             "assumed": sum(len(h.assumed) for h in self._table.by_uuid.values()),
@@ -529,7 +533,8 @@ class HostStateCache(StartClose):
         self._host_cell = host_cell
 
     async def _apply_cells(self, rows: Sequence[Any]) -> None:
-        wanted = wanted_cells(rows)
+        cells = wanted_cells(rows, self._config.database.connection)
+        wanted, self._unusable_cells = cells.rows, dict(cells.unusable)
         for uuid in list(self._cells):
             if uuid not in wanted:
                 LOG.warning("cell %s left cell_mappings or was disabled; dropping its hosts", uuid)
@@ -545,7 +550,8 @@ class HostStateCache(StartClose):
                 try:
                     db = self._new_db(f"cell {r['name'] or uuid}", r["database_connection"])
                 except ConfigError as exc:
-                    LOG.error("cell %s: %s; ignored", uuid, exc)
+                    LOG.error("cell %s: %s; its hosts cannot be scheduled", uuid, exc)
+                    self._unusable_cells[uuid] = f"cell {r['name'] or uuid}: {exc}"
                     continue
                 cell = Cell(mapping=mapping, db=db)
                 self._cells[uuid] = cell

@@ -98,6 +98,7 @@ class FakePlacement:
         self.refuse: set[str] = set()  # rp uuids whose claims fail
         self.broken = False
         self.claims: list[tuple[str, str]] = []
+        self.taken_over: list[str] = []
 
     def _used(self, rp: str) -> dict[str, int]:
         used: dict[str, int] = {}
@@ -149,14 +150,37 @@ class FakePlacement:
             mine = {r: a["resources"] for r, a in held["allocations"].items()}
             if held["allocations"] == allocation_request["allocations"]:
                 return True
-            raise ConsumerHeld(consumer_uuid=consumer_uuid, error="conflict", held=mine)
+            raise ConsumerHeld(
+                consumer_uuid=consumer_uuid, error="conflict", held=mine, generation=1
+            )
         if rp in self.refuse:
             return False
         used = self._used(rp)
         for rc, n in allocation_request["allocations"][rp]["resources"].items():
             if self.inventory[rp].get(rc, 0) - used.get(rc, 0) < n:
                 return False
-        self.allocations[consumer_uuid] = copy.deepcopy(dict(allocation_request))
+        claimed = copy.deepcopy(dict(allocation_request))
+        if held is not None:  # a move: nova's claim_resources merges what the consumer holds
+            claimed["allocations"] = {**claimed["allocations"], **held["allocations"]}
+        self.allocations[consumer_uuid] = claimed
+        return True
+
+    async def take_over(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        generation: int,
+        project_id: str,
+        user_id: str,
+        before: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> bool:
+        """PlacementClient.take_over: the held allocation written again (now ours)."""
+        self.taken_over.append(consumer_uuid)
+        held = self.allocations.get(consumer_uuid)
+        wanted = {rp: {"resources": dict(r)} for rp, r in (before or {}).items()}
+        if held is None or held["allocations"] != {**allocation_request["allocations"], **wanted}:
+            return False  # it changed since it was read: Placement refuses the generation
         return True
 
     async def rollback(self, consumer_uuids: Iterable[str]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asyncsched.placement.candidates import Candidates
+from asyncsched.placement.claims import TakesOver
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates.local import Fallback, LocalCandidates
@@ -112,6 +113,28 @@ class CandidateSource:
                 else:  # what the mirror showed was wrong for this provider: read it now
                     self.mirror.refresh_soon()
         return ok
+
+    async def take_over(
+        self,
+        consumer_uuid: str,
+        allocation_request: Mapping[str, Any],
+        *,
+        generation: int,
+        project_id: str,
+        user_id: str,
+        before: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> bool:
+        """An allocation already in Placement (the mirror counts it already) made ours."""
+        if not isinstance(self.client, TakesOver):
+            return False
+        return await self.client.take_over(
+            consumer_uuid,
+            allocation_request,
+            generation=generation,
+            project_id=project_id,
+            user_id=user_id,
+            before=before,
+        )
 
     async def rollback(self, consumer_uuids: Iterable[str]) -> None:
         uuids = list(consumer_uuids)

@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from asyncsched.common.clock import as_utc
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling import extra_specs_ops
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
@@ -72,8 +73,8 @@ def _attribute(state: HostState, name: str) -> Any:
         return {}  # the Selection limits are filled by NUMATopologyFilter, which runs later
     if name == "numa_topology" and state.numa_topology is None:
         return None
-    if name == "updated" and state.updated is None:
-        return None
+    if name == "updated":  # nova: an aware UTC datetime, matched as its str()
+        return None if state.updated is None else as_utc(state.updated)
     return _Opaque(name)
 
 

@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiohttp
 import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.admin_http import admin_get, wait_readyz
 from tests.support.cloud import (
     AggregatePlan,
     Cloud,
@@ -126,10 +126,7 @@ async def client(broker: PrivateBroker) -> AsyncIterator[OsloSchedulerClient]:
 
 
 async def get(stack: Stack, path: str, token: str | None = TOKEN) -> tuple[int, str]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        async with session.get(stack.admin + path, headers=headers) as resp:
-            return resp.status, await resp.text()
+    return await admin_get(stack.admin, path, token)
 
 
 async def scrape(stack: Stack) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -147,15 +144,7 @@ def at(got: dict[Any, float], name: str, **labels: str) -> float:
 
 
 async def wait_ready(stack: Stack, want: int, contains: str = "") -> str:
-    """Poll /readyz until it answers ``want`` (and its body names ``contains``)."""
-    deadline = time.monotonic() + FLIP
-    status, body = 0, ""
-    while time.monotonic() < deadline:
-        status, body = await get(stack, "/readyz")
-        if status == want and contains in body:
-            return body
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"/readyz stayed {status}: {body!r} (wanted {want} {contains!r})")
+    return await wait_readyz(stack.admin, TOKEN, want, contains, FLIP)
 
 
 REFRESH = "asyncsched_host_state_refresh_duration_seconds_count"

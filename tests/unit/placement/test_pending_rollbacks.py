@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from asyncsched.placement.errors import PlacementConnectionError
-from asyncsched.placement.pending import Journal, PendingRollback, PendingRollbacks
+from asyncsched.placement.pending import Claimed, Journal, PendingRollback, PendingRollbacks
 
 CLAIMED = {"rp1": {"VCPU": 1, "MEMORY_MB": 512}}
+MINE = Claimed(CLAIMED)  # generation not known: undone only while exactly this is held
 
 
 class FlakyPlacement:
@@ -28,14 +29,14 @@ class FlakyPlacement:
         if self.down:
             raise PlacementConnectionError("Placement unreachable")
 
-    async def get_allocations(self, consumer_uuid: str) -> dict[str, Any]:
+    async def undo_once(self, consumer_uuid: str, claimed: Claimed | None) -> bool:
+        """PlacementClient.undo_once's answer when the generation is not known."""
         self._check()
         held = self.allocs.get(consumer_uuid, {})
-        return {"allocations": {rp: {"resources": r} for rp, r in held.items()}}
-
-    async def delete_once(self, consumer_uuid: str) -> None:
-        self._check()
+        if held and claimed is not None and held != claimed.holds():
+            return False
         self.allocs.pop(consumer_uuid, None)
+        return True
 
 
 def pending(p: FlakyPlacement, path: Path | None) -> PendingRollbacks:
@@ -50,12 +51,27 @@ async def wait_for(cond: Any) -> None:
 
 def test_journal_round_trip_is_atomic(tmp_path: Path) -> None:
     j = Journal(tmp_path / "state" / "rollbacks.json")
-    entries = [PendingRollback("c1", CLAIMED, 1.5), PendingRollback("c2", None, 2.0)]
+    fenced = Claimed(CLAIMED, 3, {"src": {"VCPU": 1}}, "p", "u")
+    entries = [
+        PendingRollback("c1", MINE, 1.5),
+        PendingRollback("c2", None, 2.0),
+        PendingRollback("c3", fenced, 2.5),
+    ]
     j.save(entries)
     assert j.load() == entries
     assert j.path is not None
     assert [p.name for p in j.path.parent.iterdir()] == ["rollbacks.json"]  # no temp left
     assert json.loads(j.path.read_text())["version"] == 1
+
+
+def test_a_journal_written_before_fencing_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "rollbacks.json"
+    old = {"consumer_uuid": "c1", "allocations": CLAIMED, "since": 1.5}
+    path.write_text(json.dumps({"version": 1, "pending": [old, {**old, "allocations": None}]}))
+    assert Journal(path).load() == [
+        PendingRollback("c1", MINE, 1.5),
+        PendingRollback("c1", None, 1.5),
+    ]
 
 
 def test_unreadable_journal_is_moved_aside_not_fatal(tmp_path: Path) -> None:
@@ -80,7 +96,7 @@ async def down_with_c1_kept(journal: Path) -> tuple[FlakyPlacement, PendingRollb
     p.down = True
     rb = pending(p, journal)
     await rb.start()
-    await rb.add("c1", CLAIMED)
+    await rb.add("c1", MINE)
     return p, rb
 
 
@@ -113,7 +129,7 @@ async def test_a_consumer_holding_other_allocations_is_left_alone(tmp_path: Path
     p.allocs["c1"] = {"rp2": {"VCPU": 1, "MEMORY_MB": 512}}  # e.g. claimed again elsewhere
     rb = pending(p, tmp_path / "j.json")
     await rb.start()
-    await rb.add("c1", CLAIMED)
+    await rb.add("c1", MINE)
     await wait_for(lambda: "c1" not in rb)
     assert p.allocs["c1"] and rb.dropped == 1
     await rb.close()
@@ -134,7 +150,7 @@ async def test_discard_takes_it_out_of_the_journal(tmp_path: Path) -> None:
     p = FlakyPlacement()
     p.down = True
     rb = pending(p, tmp_path / "j.json")
-    await rb.add("c1", CLAIMED)
+    await rb.add("c1", MINE)
     await rb.discard("c1")
     assert "c1" not in rb and Journal(tmp_path / "j.json").load() == []
 
@@ -146,7 +162,7 @@ async def test_many_rollbacks_at_once_write_the_journal_a_few_times(tmp_path: Pa
     p.down = True
     rb = pending(p, tmp_path / "j.json")
     uuids = [f"c{i}" for i in range(2000)]
-    await asyncio.gather(*(rb.add(u, CLAIMED) for u in uuids))
+    await asyncio.gather(*(rb.add(u, MINE) for u in uuids))
     assert sorted(e.consumer_uuid for e in Journal(tmp_path / "j.json").load()) == sorted(uuids)
     assert rb.writes <= 5, rb.writes
 
@@ -154,22 +170,22 @@ async def test_many_rollbacks_at_once_write_the_journal_a_few_times(tmp_path: Pa
 async def test_when_placement_is_back_they_are_retried_several_at_once(tmp_path: Path) -> None:
     p = FlakyPlacement()
     inflight = peak = 0
-    real_delete = p.delete_once
+    real_undo = p.undo_once
 
-    async def slow_delete(consumer_uuid: str) -> None:
+    async def slow_undo(consumer_uuid: str, claimed: Claimed | None) -> bool:
         nonlocal inflight, peak
         inflight += 1
         peak = max(peak, inflight)
         await asyncio.sleep(0.005)
         inflight -= 1
-        await real_delete(consumer_uuid)
+        return await real_undo(consumer_uuid, claimed)
 
-    p.delete_once = slow_delete  # type: ignore[method-assign]
+    p.undo_once = slow_undo  # type: ignore[method-assign]
     uuids = [f"c{i}" for i in range(100)]
     for u in uuids:
         p.allocs[u] = {rp: dict(r) for rp, r in CLAIMED.items()}
     rb = pending(p, tmp_path / "j.json")
-    await asyncio.gather(*(rb.add(u, CLAIMED) for u in uuids))
+    await asyncio.gather(*(rb.add(u, MINE) for u in uuids))
     await rb.start()
     await wait_for(lambda: len(rb) == 0)
     assert p.allocs == {} and rb.done == 100

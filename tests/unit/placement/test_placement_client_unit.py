@@ -33,14 +33,34 @@ from asyncsched.placement.query import ResourceRequest
 from tests.support.placement_stub import Handler, client_for, serve
 
 
-def deleting(deleted: list[str]) -> Handler:
-    """DELETE /allocations/{c} that answers 204 and notes the consumer in ``deleted``."""
+AR1 = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
 
-    async def delete(request: web.Request) -> web.Response:
-        deleted.append(request.match_info["c"])
+
+def holding(allocation: dict[str, Any]) -> Handler:
+    """GET /allocations/{c}: every consumer holds ``allocation`` at generation 1."""
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response(
+            {**allocation, "consumer_generation": 1, "project_id": "p", "user_id": "u"}
+        )
+
+    return get
+
+
+def claiming_slowly(deleted: list[str], delay: float = 0.0) -> Handler:
+    """PUT /allocations/{c}: a claim answers after ``delay``; an undo (empty allocations,
+    fenced on a generation) answers 204 at once and notes the consumer in ``deleted``."""
+
+    async def put(request: web.Request) -> web.Response:
+        body = await request.json()
+        if body["allocations"] == {}:
+            assert body["consumer_generation"] is not None  # never an unconditional delete
+            deleted.append(request.match_info["c"])
+            return web.Response(status=204)
+        await asyncio.sleep(delay)
         return web.Response(status=204)
 
-    return delete
+    return put
 
 
 def conflict(detail: str) -> web.Response:
@@ -284,26 +304,28 @@ async def test_move_claim_doubles_up_with_current_generation(stack: list[Any]) -
 
 async def test_claim_timeout_is_false_and_cleans_up(stack: list[Any]) -> None:
     deleted: list[str] = []
-
-    async def put(request: web.Request) -> web.Response:
-        await asyncio.sleep(1)
-        return web.Response(status=204)
-
     client, _ = await client_for(
         stack,
-        {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): deleting(deleted)},
+        {
+            ("PUT", "/allocations/{c}"): claiming_slowly(deleted, 1.0),
+            ("GET", "/allocations/{c}"): holding(AR1),
+        },
         timeout=0.2,
     )
-    assert await client.claim("c9", {"allocations": {}}, project_id="p", user_id="u") is False
-    assert deleted == ["c9"]
+    assert await client.claim("c9", AR1, project_id="p", user_id="u") is False
+    assert deleted == ["c9"]  # it held exactly our claim: undone at the generation read
 
 
 async def test_connection_dropped_during_claim_is_false_and_cleans_up(stack: list[Any]) -> None:
     deleted: list[str] = []
     puts = 0
 
-    async def put(request: web.Request) -> web.Response:
+    undo = claiming_slowly(deleted)
+
+    async def put(request: web.Request) -> web.StreamResponse:
         nonlocal puts
+        if (await request.json())["allocations"] == {}:
+            return await undo(request)
         puts += 1
         assert request.transport is not None
         request.transport.close()  # Placement died after reading the request
@@ -311,9 +333,9 @@ async def test_connection_dropped_during_claim_is_false_and_cleans_up(stack: lis
         return web.Response(status=204)
 
     client, _ = await client_for(
-        stack, {("PUT", "/allocations/{c}"): put, ("DELETE", "/allocations/{c}"): deleting(deleted)}
+        stack, {("PUT", "/allocations/{c}"): put, ("GET", "/allocations/{c}"): holding(AR1)}
     )
-    assert await client.claim("c7", {"allocations": {}}, project_id="p", user_id="u") is False
+    assert await client.claim("c7", AR1, project_id="p", user_id="u") is False
     assert puts <= 2  # aiohttp resends a PUT once on a reused keep-alive socket, no more
     assert deleted == ["c7"]
 
@@ -368,19 +390,25 @@ async def test_delete_404_is_fine_and_failures_are_loud(
 ) -> None:
     calls: dict[str, int] = {}
 
-    async def delete(request: web.Request) -> web.Response:
+    async def get(request: web.Request) -> web.StreamResponse:
+        if request.match_info["c"] == "gone":  # Placement: an empty consumer, never a 404
+            return web.json_response({"allocations": {}})
+        return await holding(AR1)(request)
+
+    async def put(request: web.Request) -> web.Response:
         c = request.match_info["c"]
         calls[c] = calls.get(c, 0) + 1
-        if c == "gone":
-            return web.json_response({"errors": [{"status": 404}]}, status=404)
         if c == "flaky" and calls[c] < 3:
             return web.Response(status=500, text="db down")
         if c == "broken":
             return web.Response(status=500, text="db down")
         return web.Response(status=204)
 
-    client, _ = await client_for(stack, {("DELETE", "/allocations/{c}"): delete})
+    client, _ = await client_for(
+        stack, {("GET", "/allocations/{c}"): get, ("PUT", "/allocations/{c}"): put}
+    )
     await client.delete_allocation("gone")
+    assert "gone" not in calls  # nothing held: nothing written
     await client.delete_allocation("flaky")
     assert calls["flaky"] == 3
     with caplog.at_level(logging.ERROR), pytest.raises(AllocationDeleteFailed, match="broken"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 import uuid
 from typing import Any
 
@@ -15,7 +17,7 @@ from asyncsched.objects.models import (
     RequestContext,
     RequestSpec,
 )
-from asyncsched.scheduling.capacity import YIELD_EVERY, Capacity, capacity
+from asyncsched.scheduling.capacity import YIELD_EVERY, Bounds, Capacity, capacity
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
@@ -135,3 +137,45 @@ async def test_a_failing_placement_is_named_not_taken_for_no_room() -> None:
     out = await capacity(config(), cache, placement, boot(), clock=lambda: NOW)
     assert out.total == 0
     assert out.excluded == {"Placement failed: placement is down": 2}
+
+
+TINY = Flavor(memory_mb=1, vcpus=0, root_gb=0, name="tiny")  # the vcpus=0&ram=1&disk=0
+
+
+async def test_a_run_stops_at_max_instances_and_says_it_is_bounded() -> None:
+    hosts = cloud(4)
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    bounds = Bounds(max_instances=1000, deadline=math.inf)
+    out = await capacity(
+        config(), cache, placement, boot(flavor=TINY), clock=lambda: NOW, bounds=bounds
+    )
+    assert out.total == 1000  # 4 x 8192 would fit: the bound stopped it
+    assert out.bounded is not None and "capacity_max_instances" in out.bounded
+    assert out.as_dict()["bounded"] == out.bounded
+    whole = await capacity(config(), cache, placement, boot(), clock=lambda: NOW, bounds=bounds)
+    assert whole.bounded is None and whole.total == 4 * 8  # a run within the bound: exact
+
+
+async def test_a_run_past_its_deadline_stops_and_says_so() -> None:
+    hosts = cloud(4)
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    bounds = Bounds(max_instances=10**9, deadline=time.monotonic())  # already due
+    out = await capacity(
+        config(), cache, placement, boot(flavor=TINY), clock=lambda: NOW, bounds=bounds
+    )
+    assert out.bounded is not None and "deadline" in out.bounded
+    assert out.total < 4 * 8192
+
+
+async def test_a_cancelled_run_stops_at_its_next_yield() -> None:
+    hosts = cloud(4)
+    cache, placement = FakeCache(hosts), FakePlacement(hosts)
+    run = asyncio.create_task(
+        capacity(config(), cache, placement, boot(flavor=TINY), clock=lambda: NOW)
+    )
+    for _ in range(3):
+        await asyncio.sleep(0)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert placement.claims == []

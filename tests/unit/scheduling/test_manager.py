@@ -18,6 +18,7 @@ from asyncsched.objects.models import (
     Destination,
     Flavor,
     InstanceGroup,
+    RequestSpec,
 )
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
@@ -188,6 +189,25 @@ async def test_redelivered_call_adopts_the_allocation_a_dead_process_left() -> N
     assert hosts[1].num_instances == 0 and hosts[2].num_instances == 1
 
 
+async def test_an_adopted_allocation_is_rolled_back_with_the_call() -> None:
+    """Issue #21 item 7: the adopted allocation is taken over and, when a later instance of
+    the call fails, rolled back with the rest (it leaked before)."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = boot(3)
+    placement.allocations[uuids[1]] = held_on(hosts[3].uuid)
+    real = placement.claim
+
+    async def claim(consumer_uuid: str, alloc: Any, **kw: Any) -> bool:
+        return False if consumer_uuid == uuids[2] else await real(consumer_uuid, alloc, **kw)
+
+    placement.claim = claim  # type: ignore[method-assign,assignment]
+    with pytest.raises(NoValidHost):
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert placement.taken_over == [uuids[1]]
+    assert placement.allocations == {} and cache.consumed == {}
+
+
 async def test_redelivered_call_adopts_a_host_outside_the_candidates() -> None:
     hosts = cloud(2)
     extra = host("cmp9", cell_uuid="cell0", free_ram_mb=512, total_usable_ram_mb=8192)
@@ -199,6 +219,108 @@ async def test_redelivered_call_adopts_a_host_outside_the_candidates() -> None:
     out = await mgr.select_destinations(CTX, spec, uuids, True, True)
     assert [s.service_host for s in out[0]] == ["cmp9", "cmp0", "cmp1"]  # alternates still
     assert cache.consumed[uuids[0]][0] == extra.uuid and hosts[0].num_instances == 0
+
+
+def evacuate(source: str, **kw: Any) -> tuple[RequestSpec, list[str]]:
+    """What nova's conductor sends for an evacuate: the dead source in ignore_hosts."""
+    return boot(1, ignore_hosts=(source,), **kw)
+
+
+async def test_evacuate_claims_with_the_source_allocation_never_answers_the_source() -> None:
+    """Issue #20: the instance still holds its allocation on the dead source (cmp0, the
+    weigher's favourite). The claim merges it, as nova's claim_resources does, and the answer
+    is another host; the old adopt path answered cmp0."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = evacuate("cmp0")
+    placement.allocations[uuids[0]] = held_on(hosts[0].uuid)
+    [[sel, *alts]] = await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert sel.service_host == "cmp1"
+    assert "cmp0" not in [a.service_host for a in alts]
+    assert placement.allocations[uuids[0]]["allocations"] == {
+        **held_on(hosts[0].uuid)["allocations"],
+        **held_on(hosts[1].uuid)["allocations"],
+    }
+    assert (
+        json.loads(sel.allocation_request or "null")["allocations"]
+        == (
+            held_on(hosts[1].uuid)["allocations"]  # the destination's part: what the host runs
+        )
+    )
+    assert cache.consumed[uuids[0]][0] == hosts[1].uuid  # not double-counted on cmp1
+    assert hosts[1].num_instances == 1 and hosts[0].num_instances == 0
+
+
+async def test_evacuate_to_a_named_host_claims_there_with_the_source() -> None:
+    hosts = cloud(4)
+    mgr, _cache, placement = manager(hosts)
+    spec, uuids = evacuate("cmp0", requested_destination=Destination(host="cmp3"))
+    placement.allocations[uuids[0]] = held_on(hosts[0].uuid)
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp3"
+    assert set(placement.allocations[uuids[0]]["allocations"]) == {hosts[0].uuid, hosts[3].uuid}
+
+
+async def test_evacuate_whose_consumer_changes_during_the_merge_fails_as_nova_does() -> None:
+    """nova: a consumer generation conflict on the doubled-up PUT raises
+    AllocationUpdateFailed and the call fails; the source allocation is left alone."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = evacuate("cmp0")
+    placement.allocations[uuids[0]] = held_on(hosts[0].uuid)
+    real = placement.claim
+
+    async def claim(consumer_uuid: str, alloc: Any, **kw: Any) -> bool:
+        if kw.get("may_have_allocations"):
+            raise AllocationUpdateFailed(consumer_uuid=consumer_uuid, error="changed")
+        return await real(consumer_uuid, alloc, **kw)
+
+    placement.claim = claim  # type: ignore[method-assign,assignment]
+    with pytest.raises(AllocationUpdateFailed) as err:
+        await mgr.select_destinations(CTX, spec, uuids, True, True)
+    assert type(err.value) is AllocationUpdateFailed
+    assert placement.allocations == {uuids[0]: held_on(hosts[0].uuid)}
+    assert cache.consumed == {}
+
+
+async def test_redelivered_evacuate_adopts_its_destination_not_the_source() -> None:
+    """The first delivery merged source (cmp0) and destination (cmp2) and died unacked."""
+    hosts = cloud(4)
+    mgr, cache, placement = manager(hosts)
+    spec, uuids = evacuate("cmp0")
+    both = {**held_on(hosts[0].uuid)["allocations"], **held_on(hosts[2].uuid)["allocations"]}
+    placement.allocations[uuids[0]] = {"allocations": both}
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host == "cmp2"
+    assert json.loads(sel.allocation_request or "null") == held_on(hosts[2].uuid)
+    assert placement.allocations[uuids[0]] == {"allocations": both}  # nothing doubled
+    assert cache.consumed[uuids[0]][0] == hosts[2].uuid
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["ignore_hosts", "requested_destination", "filtered", "cell"],
+)
+async def test_adopt_never_answers_a_host_the_request_excludes(rule: str) -> None:
+    """A redelivery's held allocation on cmp2, which this request excludes: cmp2 is never
+    the answer. The held part is then what nova's claim would merge (a move's source)."""
+    hosts = cloud(4, cells=2) if rule == "cell" else cloud(4)
+    kw: dict[str, Any] = {}
+    if rule == "ignore_hosts":
+        kw["ignore_hosts"] = ("cmp2",)
+    elif rule == "requested_destination":
+        kw["requested_destination"] = Destination(host="cmp1")
+    elif rule == "cell":  # cmp2 is in cell0; the request wants cell1
+        kw["requested_destination"] = Destination(cell=CellMapping(uuid="cell1"))
+    else:
+        assert hosts[2].service is not None
+        hosts[2].service = dataclasses.replace(hosts[2].service, disabled=True)
+    mgr, _cache, placement = manager(hosts)
+    spec, uuids = boot(1, **kw)
+    placement.allocations[uuids[0]] = held_on(hosts[2].uuid)
+    [[sel]] = await mgr.select_destinations(CTX, spec, uuids, True, False)
+    assert sel.service_host != "cmp2"
+    assert hosts[2].uuid in placement.allocations[uuids[0]]["allocations"]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.engine import DecisionEngine
@@ -76,3 +77,18 @@ def test_compute_capabilities_bare_keys_are_nova_host_state_attributes() -> None
     assert passes(ssd="true") and not passes(ssd="false")  # stats
     assert passes(free_ram_mb=">= 1024") and not passes(free_ram_mb=">= 100000")
     assert passes(key="anything")  # our property, not nova's: ignored
+
+
+def test_capabilities_bare_updated_is_the_aware_utc_timestamp() -> None:
+    """nova matches str(host_state.updated) (tests/parity/test_capabilities_updated.py asks
+    nova itself); every host failed here before."""
+    f = ComputeCapabilitiesFilter(config())
+    h = host("h1", updated=datetime(2026, 11, 27, 6, 20, 31, 123456))  # naive: UTC, as in the DB
+
+    def passes(req: str) -> bool:
+        return f.state_passes(h, spec(extra_specs={"updated": req})) is None
+
+    assert passes("<in> 2026") and passes("<in> 06:20:31.123456+00:00")
+    assert not passes("<in> 2025") and not passes("2026")
+    never = host("h2", updated=None)  # nova: no capability, the host fails
+    assert f.state_passes(never, spec(extra_specs={"updated": "<in> 2"})) == "capabilities"
