@@ -32,7 +32,6 @@ from asyncsched.placement.errors import (
 from asyncsched.placement.query import ResourceRequest
 from tests.support.placement_stub import Handler, client_for, serve
 
-
 AR1 = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
 
 
