@@ -41,12 +41,12 @@ from asyncsched.admin.looplag import LoopLagMonitor
 from asyncsched.admin.metrics import Metrics, build_registry
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer, read_token, tls_context
+from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.notifications import build_notifier
-from asyncsched.notify import SystemdNotifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
 from asyncsched.scheduling.candidates import CandidateSource

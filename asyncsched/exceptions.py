@@ -3,6 +3,17 @@
 ``NovaException`` subclasses travel to callers as oslo failures with ``module =
 "nova.exception"`` and the class name, so an unmodified nova conductor re-raises them as its own
 classes. Anything else is reported as a generic failure.
+
+Every exception class defined anywhere in ``asyncsched`` roots at :class:`AsyncschedError`
+(``tests/unit/test_structure.py`` walks the package to keep it so). Where one also means what a
+standard exception means, it has that base too, as aiohttp's ``client_exceptions`` do: a bad
+value is also a ``ValueError`` (``CodecError``, ``PciRequestFailed``, ``BadRequest``...), a
+Placement timeout is also a ``TimeoutError``. A class that lives in one module stays there
+(``rpc.wire.MalformedMessage``, ``placement.errors``...); only those crossing packages live here.
+Three are private because they are control flow inside one module and never leave it:
+``placement.client._Retry`` (a generation race, retried in the claim loop),
+``rpc.server._NotStarted`` (a held call met the drain: requeued unanswered) and
+``conf.loader._BadValue`` (re-raised as ``ConfigError`` with file, section and option).
 """
 
 from __future__ import annotations

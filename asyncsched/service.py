@@ -22,12 +22,13 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from asyncsched.common.systemd import SystemdNotifier
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.conf.options import SECTIONS, Config
 from asyncsched.conf.redact import mask_tree
-from asyncsched.exceptions import ConfigError
+from asyncsched.exceptions import AsyncschedError, ConfigError
 from asyncsched.logs import apply_log_level
-from asyncsched.notify import SystemdNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def health_snapshot(state: str, components: Sequence[Component]) -> dict[str, An
     return {"state": state, "components": comps}
 
 
-class ServiceStartError(Exception):
+class ServiceStartError(AsyncschedError):
     """A component failed to start; what had started was closed again."""
 
 
@@ -211,9 +212,7 @@ class Service:
             finally:
                 stopping.cancel()
             if not starting.done():
-                starting.cancel()
-                with contextlib.suppress(BaseException):
-                    await starting
+                await cancel_and_wait(starting, quiet=True)
                 LOG.warning("stop requested while starting %s", component_name(comp))
                 self._started.append(comp)  # it may hold half-open resources: close it
                 break
@@ -256,10 +255,7 @@ class Service:
         self._notifier.status("closing connections")
         await self._close_all()
         for task in (self._watchdog, self._health_writer):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(task)
         for task in list(self._tasks):
             task.cancel()
         self._state = "stopped"
@@ -381,9 +377,7 @@ class Service:
                 if exc is not None:
                     LOG.error("draining %s failed: %r", component_name(comp), exc)
                 continue
-            draining.cancel()
-            with contextlib.suppress(BaseException):
-                await draining
+            await cancel_and_wait(draining, quiet=True)
             LOG.warning(
                 "%s still had work in flight when the drain %s; closing anyway",
                 component_name(comp),

@@ -46,7 +46,7 @@ _WORDS = ("vcpus", "ram", "disk", "ephemeral", "swap", "availability_zone", "az"
           "num_instances", "project_id", "user_id", "host", "top")  # fmt: skip
 
 
-class BadRequest(ValueError):
+class BadRequest(AsyncschedError, ValueError):
     """A request body or query the dry runs cannot read; the message says what and where."""
 
 

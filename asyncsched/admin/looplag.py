@@ -7,9 +7,10 @@ stops it like the rest and its last/max lag appear in the health snapshot.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from asyncsched.common.tasks import cancel_and_wait
 
 INTERVAL = 0.25  # seconds between samples: 4 wake-ups a second cost nothing measurable
 
@@ -28,11 +29,8 @@ class LoopLagMonitor:
         self._task = asyncio.create_task(self._run(), name="looplag")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def health(self) -> Mapping[str, Any]:
         return {"last_s": round(self._last, 4), "max_s": round(self._max, 4)}

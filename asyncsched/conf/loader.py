@@ -36,7 +36,7 @@ from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.conf.transport_url import parse_transport_url
-from asyncsched.exceptions import ConfigError
+from asyncsched.exceptions import AsyncschedError, ConfigError
 
 LOG = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-class _BadValue(ValueError):
+class _BadValue(AsyncschedError, ValueError):
     """A value that does not fit; the message says what is allowed."""
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError
 from asyncsched.notifications import payloads
@@ -175,9 +176,7 @@ class SchedulerNotifier:
         if self._worker is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._queue.join(), CLOSE_BUDGET)
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+            await cancel_and_wait(self._worker)
             self._worker = None
         if self._publisher is not None:
             await self._publisher.close()

@@ -27,7 +27,12 @@ from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config, PlacementOptions
 from asyncsched.conf.redact import mask_url_passwords
-from asyncsched.exceptions import AllocationDeleteFailed, AllocationUpdateFailed, ConsumerHeld
+from asyncsched.exceptions import (
+    AllocationDeleteFailed,
+    AllocationUpdateFailed,
+    AsyncschedError,
+    ConsumerHeld,
+)
 from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.coalesce import ClaimCoalescer
@@ -65,7 +70,7 @@ RECENT_CLAIMS = 4096  # our recent writes, so a rollback undoes only those (fenc
 NEW_CONSUMER_GENERATION = 1
 
 
-class _Retry(Exception):
+class _Retry(AsyncschedError):
     """A resource-provider generation race: nova retries the claim locally."""
 
 

@@ -32,7 +32,7 @@ class PlacementDisconnected(PlacementConnectionError):
     """The connection broke after the request was sent: a write may have been applied."""
 
 
-class PlacementTimeout(PlacementError):
+class PlacementTimeout(PlacementError, TimeoutError):
     """No answer in time; a write may or may not have been applied."""
 
 

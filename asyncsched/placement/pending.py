@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.exceptions import PlacementError
 
 LOG = logging.getLogger(__name__)
@@ -226,10 +227,7 @@ class PendingRollbacks:
     async def close(self) -> None:
         """Stop retrying; what is left stays in the journal for the next start."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def add(self, consumer_uuid: str, claimed: Claimed | None) -> None:
         """Promise the rollback: returns once it is journaled (or, without a journal, kept)."""

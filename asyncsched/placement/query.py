@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from asyncsched.conf.options import Config
-from asyncsched.exceptions import NoValidHost
+from asyncsched.exceptions import AsyncschedError, NoValidHost
 from asyncsched.objects.models import Flavor, ImageMetaProps, RequestGroup, RequestSpec
 from asyncsched.placement import constraints as hw
 from asyncsched.placement.traits import HW_CPU_HYPERTHREADING, is_valid_resource_class
@@ -28,7 +28,7 @@ EXTRA_SPEC_KEY = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$")
 NO_LIMIT_HINTS = frozenset({"group", "same_host", "different_host"})
 
 
-class RequestGroupSuffixConflict(ValueError):
+class RequestGroupSuffixConflict(AsyncschedError, ValueError):
     """Two request groups use the same suffix (nova's RequestGroupSuffixConflict)."""
 
     def __init__(self, suffix: str) -> None:

@@ -4,7 +4,7 @@
 topology an oslo RPC server declares, consumes its queues and hands every delivery to the
 server's handler. Any loss (connection or channel closed, a consumer cancelled by the broker)
 tears it all down and starts again at once; a failed attempt moves on to the next broker after
-a short delay (0.1 s doubling to 0.5 s, with jitter: ``asyncsched.backoff``). The schedule is
+a short delay (0.1 s doubling to 0.5 s, with jitter: ``asyncsched.common.backoff``). The schedule is
 fast on purpose: with nova's default transient queues, a restarted broker drops every call
 published before we re-declare the ``scheduler`` queue (oslo's +1, +2, +5, +10 s schedule lost
 93 calls in one measured restart). Only a refusal of our declarations (406, a configuration
@@ -38,7 +38,8 @@ from aio_pika.abc import (
 )
 from aiormq.abc import AbstractChannel as AbstractUnderlayChannel
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import BrokerHost, TransportURL
 from asyncsched.rpc import wire
@@ -242,11 +243,8 @@ class BrokerLink:
     async def close(self) -> None:
         """``stop``, end the supervisor and close the connection (unacked messages requeue)."""
         self.stop()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._supervisor
-            self._supervisor = None
+        await cancel_and_wait(self._supervisor, quiet=True)
+        self._supervisor = None
         await self._teardown()
 
     async def publish(self, routing_key: str, body: bytes, *, retry: float) -> bool:

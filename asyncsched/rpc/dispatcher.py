@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asyncsched.exceptions import AsyncschedError
+
 SCHEDULER_VERSION = "4.5"
 BASEAPI_VERSION = "1.1"
 
@@ -42,7 +44,7 @@ BASEAPI_ENDPOINT = Endpoint(
 ENDPOINTS = (SCHEDULER_ENDPOINT, BASEAPI_ENDPOINT)
 
 
-class DispatchError(Exception):
+class DispatchError(AsyncschedError):
     pass
 
 

@@ -37,12 +37,13 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
 from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import Config
 from asyncsched.conf.transport_url import parse_transport_url
-from asyncsched.exceptions import NovaException, NoValidHost
+from asyncsched.exceptions import AsyncschedError, NovaException, NoValidHost
 from asyncsched.logs import request_context
 from asyncsched.objects.codec import CodecError
 from asyncsched.rpc import dispatcher, paced, validation, wire
@@ -461,10 +462,7 @@ class RPCServer:
             self.stats["errors"] += 1
             return Outcome(failure=wire.internal_failure(rid), kind="error")
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            await cancel_and_wait(heartbeat)
 
     # ---------------------------------------------------------------------------------------
     # Replies out.
@@ -494,7 +492,7 @@ class RPCServer:
             self._late.retry(address.reply_q, body, request_id)
 
 
-class _NotStarted(Exception):
+class _NotStarted(AsyncschedError):
     """A held call reached a slot after drain began: it goes back to RabbitMQ unanswered."""
 
 

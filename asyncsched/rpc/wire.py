@@ -17,7 +17,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asyncsched.exceptions import NovaException
+from asyncsched.exceptions import AsyncschedError, NovaException
 from asyncsched.objects.codec import decode_context
 from asyncsched.objects.models import RequestContext
 
@@ -52,7 +52,7 @@ class ReplyAddress:
     msg_id: str
 
 
-class MalformedMessage(Exception):
+class MalformedMessage(AsyncschedError):
     """A message we cannot serve. ``address`` is set when a failure reply can still be sent."""
 
     def __init__(self, reason: str, address: ReplyAddress | None = None) -> None:

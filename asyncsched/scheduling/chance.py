@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -74,83 +75,116 @@ class ChanceScheduler:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        return_alternates = return_alternates and return_objects
         await self.cache.fresh_services()  # services as of this request, as nova reads them
         hosts = self._up_hosts(spec)
         claims = instance_uuids is not None and not spec.is_rebuild
-        by_rp: dict[str, list[dict[str, Any]]] = {}
-        version = CANDIDATES_VERSION
+        offer = _Offer(hosts, {}, CANDIDATES_VERSION)
         if claims:
-            try:
-                request = build_resource_request(spec, self.config)
-                cands = await self.placement.get_allocation_candidates(request)
-            except PlacementError as exc:
-                LOG.error("Placement allocation candidates query failed: %s", exc)
-                raise NoValidHost(reason="") from exc
-            by_rp = cands.alloc_reqs_by_rp_uuid
-            version = str(cands.version)
-            hosts = [h for h in hosts if by_rp.get(h.uuid)]
-        uuids = list(instance_uuids) if instance_uuids is not None else [None] * spec.num_instances
-        project_id = spec.project_id or ctx.project_id or ""
-        user_id = spec.user_id or ctx.user_id or ""
-        chosen: list[tuple[HostState, dict[str, Any] | None]] = []
-        claimed: list[str] = []
+            offer = await self._candidates(spec, hosts)
+        uuids: list[str | None] = (
+            list(instance_uuids) if instance_uuids is not None else [None] * spec.num_instances
+        )
+        owner = (spec.project_id or ctx.project_id or "", spec.user_id or ctx.user_id or "")
         pacer = Pacer()  # a big request without claims never awaits: give the loop turns
+        chosen = await self._choose(offer, uuids, claims, owner, pacer)
+        num_alts = (
+            self.config.scheduler.max_attempts - 1 if return_alternates and return_objects else 0
+        )
+        selected = {id(h) for h, _ in chosen}
+        out: list[list[Selection]] = []
+        for host, host_alloc in chosen:
+            await pacer.tick()
+            others = [
+                h for h in offer.hosts if id(h) not in selected and h.cell_uuid == host.cell_uuid
+            ]
+            alts = self.rng.sample(others, min(num_alts, len(others)))
+            row = [(host, host_alloc)]
+            row += [(alt, offer.by_rp[alt.uuid][0] if claims else None) for alt in alts]
+            out.append([self._selection(h, alloc, offer.version) for h, alloc in row])
+        return out
+
+    async def _candidates(self, spec: RequestSpec, hosts: list[HostState]) -> _Offer:
+        """Placement's allocation candidates, and the up hosts that have one."""
+        try:
+            request = build_resource_request(spec, self.config)
+            cands = await self.placement.get_allocation_candidates(request)
+        except PlacementError as exc:
+            LOG.error("Placement allocation candidates query failed: %s", exc)
+            raise NoValidHost(reason="") from exc
+        by_rp = cands.alloc_reqs_by_rp_uuid
+        return _Offer([h for h in hosts if by_rp.get(h.uuid)], by_rp, str(cands.version))
+
+    async def _choose(
+        self,
+        offer: _Offer,
+        uuids: list[str | None],
+        claims: bool,
+        owner: tuple[str, str],
+        pacer: Pacer,
+    ) -> list[_Pick]:
+        """A random host per instance (claimed in Placement when ``claims``); on any failure
+        the claims made so far are rolled back."""
+        chosen: list[_Pick] = []
+        claimed: list[str] = []
         try:
             for instance_uuid in uuids:
                 await pacer.tick()
-                pool = list(hosts)
+                pool = list(offer.hosts)
                 self.rng.shuffle(pool)
-                picked: tuple[HostState, dict[str, Any] | None] | None = None
-                for host in pool:
-                    if not claims:
-                        picked = (host, None)
-                        break
-                    assert instance_uuid is not None
-                    alloc = by_rp[host.uuid][0]
-                    ok = await self.placement.claim(
-                        instance_uuid,
-                        alloc,
-                        project_id=project_id,
-                        user_id=user_id,
-                        allocation_request_version=version,
-                    )
-                    if ok:
-                        claimed.append(instance_uuid)
-                        picked = (host, alloc)
-                        break
+                picked = await self._pick(pool, offer, instance_uuid, claims, owner)
                 if picked is None:
                     raise NoValidHost(reason=NOT_ENOUGH)
+                if claims:
+                    assert instance_uuid is not None
+                    claimed.append(instance_uuid)
                 chosen.append(picked)
         except BaseException:
             if claimed:
                 await self.placement.rollback(claimed)
             raise
-        num_alts = self.config.scheduler.max_attempts - 1 if return_alternates else 0
-        selected = {id(h) for h, _ in chosen}
-        out: list[list[Selection]] = []
-        for host, host_alloc in chosen:
-            await pacer.tick()
-            first = make_selection(
-                host,
-                self.config,
-                allocation_request=host_alloc,
-                version=version if host_alloc else None,
+        return chosen
+
+    async def _pick(
+        self,
+        pool: list[HostState],
+        offer: _Offer,
+        instance_uuid: str | None,
+        claims: bool,
+        owner: tuple[str, str],
+    ) -> _Pick | None:
+        """The first host of the shuffled ``pool`` that takes the instance, if any."""
+        for host in pool:
+            if not claims:
+                return (host, None)
+            assert instance_uuid is not None
+            alloc = offer.by_rp[host.uuid][0]
+            ok = await self.placement.claim(
+                instance_uuid,
+                alloc,
+                project_id=owner[0],
+                user_id=owner[1],
+                allocation_request_version=offer.version,
             )
-            row = [first]
-            others = [h for h in hosts if id(h) not in selected and h.cell_uuid == host.cell_uuid]
-            for alt in self.rng.sample(others, min(num_alts, len(others))):
-                alt_alloc: dict[str, Any] | None = by_rp[alt.uuid][0] if claims else None
-                row.append(
-                    make_selection(
-                        alt,
-                        self.config,
-                        allocation_request=alt_alloc,
-                        version=version if alt_alloc else None,
-                    )
-                )
-            out.append(row)
-        return out
+            if ok:
+                return (host, alloc)
+        return None
+
+    def _selection(self, host: HostState, alloc: dict[str, Any] | None, version: str) -> Selection:
+        return make_selection(
+            host, self.config, allocation_request=alloc, version=version if alloc else None
+        )
+
+
+_Pick = tuple[HostState, dict[str, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """The hosts to choose from, and (with claims) Placement's candidates for them."""
+
+    hosts: list[HostState]
+    by_rp: dict[str, list[dict[str, Any]]]
+    version: str
 
 
 __all__ = ["ChanceScheduler", "service_is_up"]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
 from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable

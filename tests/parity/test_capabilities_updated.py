@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.scheduling.filters.compute_capabilities_filter import ComputeCapabilitiesFilter
-from tests.unit.scheduling.sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from asyncsched.state.api import format_cell_url
+from tests.support.cell_urls import CASES
 from tests.support.nova_scheduler import NOVA_BIN, nova_env
-from tests.unit.state.test_cell_url_templates import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_SIDE = """

@@ -22,7 +22,7 @@ import time
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -106,6 +106,18 @@ def boot(client: OsloSchedulerClient, n: int, az: str = "az1", **call: Any) -> O
     sels: list[list[Selection]] = seeding.decode_reply(reply)
     hosts = tuple(str(s[0].compute_node_uuid) for s in sels)
     return Outcome(uuids, "ok", time.monotonic() - t0, hosts=hosts, started=t0)
+
+
+async def first_answers(futures: list[Future[Outcome]], count: int) -> None:
+    """Return once ``count`` of ``futures`` are done (or 30 s passed)."""
+    pending = {asyncio.wrap_future(f) for f in futures}
+    done_count = 0
+    deadline = time.monotonic() + 30
+    while pending and done_count < count and time.monotonic() < deadline:
+        done, pending = await asyncio.wait(
+            pending, timeout=deadline - time.monotonic(), return_when=asyncio.FIRST_COMPLETED
+        )
+        done_count += len(done)
 
 
 def run_calls(jobs: Sequence[Callable[[], Outcome]], threads: int | None = None) -> list[Outcome]:

@@ -35,6 +35,9 @@ from tests.support.placement_server import Seeder
 # The request_spec() helper of tests.support.oslo_caller asks for this trait (flavor extra
 # spec trait:HW_CPU_X86_AVX2=required); every seeded provider has it.
 HOST_TRAITS = ("HW_CPU_X86_AVX2",)
+# The e2e cloud: one small flavor's resources, and the hosts of az1 (cells 1 and 2).
+SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
+AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
 
 
 @dataclass(frozen=True, slots=True)

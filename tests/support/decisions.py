@@ -11,6 +11,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from asyncsched.exceptions import NoValidHost
@@ -41,17 +42,24 @@ def fake_selection(
     )
 
 
-class RecordingScheduler:
-    """Picks host ``cn-<i>`` for instance i, alternates ``alt-*``; NoValidHost above 64 VCPU."""
+@dataclass(frozen=True, slots=True)
+class SchedulerCall:
+    """One ``select_destinations`` call as a scheduler fake receives it."""
 
-    def __init__(self, delay: float = 0.0, name: str = "sched") -> None:
-        self.delay = delay
-        self.name = name
-        self.specs: list[RequestSpec] = []
+    ctx: RequestContext
+    spec: RequestSpec
+    instance_uuids: Sequence[str] | None
+    return_objects: bool
+    return_alternates: bool
+
+
+class SchedulerFake:
+    """The SchedulerAPI side every scheduler fake shares: each call is noted (``contexts``,
+    ``specs``, then the ``note`` hook), and ``decide`` answers it."""
+
+    def __init__(self) -> None:
         self.contexts: list[RequestContext] = []
-        self.per_instance: Counter[str] = Counter()
-        self.running = 0
-        self.max_running = 0
+        self.specs: list[RequestSpec] = []
 
     async def select_destinations(
         self,
@@ -61,8 +69,32 @@ class RecordingScheduler:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        self.specs.append(spec)
+        call = SchedulerCall(ctx, spec, instance_uuids, return_objects, return_alternates)
         self.contexts.append(ctx)
+        self.specs.append(spec)
+        self.note(call)
+        return await self.decide(call)
+
+    def note(self, call: SchedulerCall) -> None:
+        """Called for each call before ``decide``: a subclass may record more."""
+
+    async def decide(self, call: SchedulerCall) -> list[list[Selection]]:
+        raise NotImplementedError
+
+
+class RecordingScheduler(SchedulerFake):
+    """Picks host ``cn-<i>`` for instance i, alternates ``alt-*``; NoValidHost above 64 VCPU."""
+
+    def __init__(self, delay: float = 0.0, name: str = "sched") -> None:
+        super().__init__()
+        self.delay = delay
+        self.name = name
+        self.per_instance: Counter[str] = Counter()
+        self.running = 0
+        self.max_running = 0
+
+    async def decide(self, call: SchedulerCall) -> list[list[Selection]]:
+        spec, instance_uuids = call.spec, call.instance_uuids
         for u in instance_uuids or ():
             self.per_instance[u] += 1
         self.running += 1
@@ -79,7 +111,7 @@ class RecordingScheduler:
             node = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"cn-{i}"))
             used = {"VCPU": spec.flavor.vcpus, "MEMORY_MB": spec.flavor.memory_mb}
             chosen = fake_selection(f"cn-{i}", f"cn-{i}.{self.name}", node, used)
-            alts = [fake_selection(f"alt-{i}", f"alt-{i}")] if return_alternates else []
+            alts = [fake_selection(f"alt-{i}", f"alt-{i}")] if call.return_alternates else []
             out.append([chosen, *alts])
         return out
 

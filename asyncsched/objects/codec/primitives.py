@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from asyncsched.common.strings import TRUE_STRINGS
+from asyncsched.exceptions import AsyncschedError
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ OBJECT_VERSIONS: dict[str, str] = {
 MAX_DEPTH = 32
 
 
-class CodecError(ValueError):
+class CodecError(AsyncschedError, ValueError):
     """A primitive we cannot turn into a model value; ``path`` says where it went wrong."""
 
     def __init__(self, path: str, problem: str) -> None:

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from asyncsched.conf.options import Config
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.models import Aggregate, Destination, RequestContext, RequestSpec
 
 Prefilter = Callable[[RequestContext, RequestSpec, Config, Sequence[Aggregate]], RequestSpec]
 
 
-class RequestFilterFailed(Exception):
+class RequestFilterFailed(AsyncschedError):
     """nova's RequestFilterFailed: the request cannot be served; becomes NoValidHost(reason)."""
 
     def __init__(self, reason: str) -> None:

@@ -90,52 +90,13 @@ def _consume(
     requests = tuple(spec.pci_requests.requests) if spec.pci_requests is not None else ()
     host_topo = host.numa_topology
     pools_before = host.pci_pools
-    fitted: InstanceNUMATopology | None = None
-    new_topo: HostNUMATopology | None = None
-    new_pools: tuple[PciDevicePool, ...] | None = None
-    placed_requests: tuple[InstancePCIRequest, ...] = ()
-
-    if host_topo is not None and spec.numa_topology is not None and spec.numa_topology.cells:
-        result = numa_fit_instance_to_host(
-            host_topo,
-            spec.numa_topology,
-            limits=limits,
-            pci_requests=requests,
-            pci_pools=host.pci_pools,
-            provider_mapping=provider_mapping,
-            pack=pack,
-        )
-        if result.fitted is None:
-            LOG.warning(
-                "instance %s no longer fits the NUMA topology of %s (%s): %s",
-                spec.instance_uuid,
-                host.nodename,
-                result.code,
-                result.detail,
-            )
-        else:
-            fitted = result.fitted
-            new_topo = numa_usage_from_instance(host_topo, fitted)
-
-    if requests and host.pci_pools:
-        try:
-            new_pools = pci_apply_requests(
-                host.pci_pools,
-                requests,
-                provider_mapping=provider_mapping,
-                numa_cells=fitted.cells if fitted is not None else None,
-                host_topology=host_topo,
-            )
-        except PciRequestFailed as exc:
-            LOG.warning(
-                "PCI requests of instance %s no longer fit %s (%s): %s",
-                spec.instance_uuid,
-                host.nodename,
-                exc.check.code,
-                exc.check.detail,
-            )
-        else:
-            placed_requests = requests
+    fitted = _refit_numa(host, spec, requests, limits, provider_mapping, pack)
+    new_topo = (
+        numa_usage_from_instance(host_topo, fitted)
+        if host_topo is not None and fitted is not None
+        else None
+    )
+    new_pools = _reapply_pci(host, spec, requests, fitted, provider_mapping)
 
     # Both parts computed before either is stored: a failure above leaves the host untouched.
     if new_topo is not None:
@@ -146,7 +107,7 @@ def _consume(
         host.touch()
     return PlacedNumaPci(
         fitted=fitted,
-        pci_requests=placed_requests,
+        pci_requests=requests if new_pools is not None else (),
         provider_mapping=(
             {k: tuple(v) for k, v in provider_mapping.items()}
             if provider_mapping is not None
@@ -160,6 +121,69 @@ def _consume(
         numa_after=new_topo,
         pci_after=new_pools,
     )
+
+
+def _refit_numa(
+    host: NumaPciHost,
+    spec: RequestSpec,
+    requests: tuple[InstancePCIRequest, ...],
+    limits: NUMATopologyLimits | None,
+    provider_mapping: Mapping[str, Sequence[str]] | None,
+    pack: bool,
+) -> InstanceNUMATopology | None:
+    """The guest's NUMA topology fitted on the host as it is now; None (logged) if it no
+    longer fits, or if the guest or the host has no topology."""
+    host_topo = host.numa_topology
+    if host_topo is None or spec.numa_topology is None or not spec.numa_topology.cells:
+        return None
+    result = numa_fit_instance_to_host(
+        host_topo,
+        spec.numa_topology,
+        limits=limits,
+        pci_requests=requests,
+        pci_pools=host.pci_pools,
+        provider_mapping=provider_mapping,
+        pack=pack,
+    )
+    if result.fitted is None:
+        LOG.warning(
+            "instance %s no longer fits the NUMA topology of %s (%s): %s",
+            spec.instance_uuid,
+            host.nodename,
+            result.code,
+            result.detail,
+        )
+    return result.fitted
+
+
+def _reapply_pci(
+    host: NumaPciHost,
+    spec: RequestSpec,
+    requests: tuple[InstancePCIRequest, ...],
+    fitted: InstanceNUMATopology | None,
+    provider_mapping: Mapping[str, Sequence[str]] | None,
+) -> tuple[PciDevicePool, ...] | None:
+    """The host's PCI pools after the guest's requests; None (logged) if they no longer fit,
+    or if there is nothing to take."""
+    if not requests or not host.pci_pools:
+        return None
+    try:
+        return pci_apply_requests(
+            host.pci_pools,
+            requests,
+            provider_mapping=provider_mapping,
+            numa_cells=fitted.cells if fitted is not None else None,
+            host_topology=host.numa_topology,
+        )
+    except PciRequestFailed as exc:
+        LOG.warning(
+            "PCI requests of instance %s no longer fit %s (%s): %s",
+            spec.instance_uuid,
+            host.nodename,
+            exc.check.code,
+            exc.check.detail,
+        )
+        return None
 
 
 _PINNED = ("dedicated", "mixed")

@@ -272,13 +272,38 @@ def fit_instance_cell(
 ) -> InstanceNUMACell | _CellMiss:
     """One guest cell on one host cell: the fitted cell (host id, page size, pinning) or why not."""
     pinned = inst.cpu_policy in _PINNED
-    pagesize: int | None = inst.pagesize
+    pagesize = _fit_memory(cell, inst, pinned)
+    if isinstance(pagesize, _CellMiss):
+        return pagesize
+    miss = _cpu_count_miss(cell, inst, pinned, reserved)
+    if miss is not None:
+        return miss
+    pinning: Mapping[int, int] | None = inst.cpu_pinning
+    cpuset_reserved = inst.cpuset_reserved
+    if pinned:
+        packed = _pin_cell(cell, inst, reserved)
+        if isinstance(packed, _CellMiss):
+            return packed
+        pinning, cpuset_reserved = packed
+    if (not pinned or inst.cpu_policy == CPU_MIXED) and limits is not None:
+        miss = _limits_miss(cell, inst, limits)
+        if miss is not None:
+            return miss
+    return replace(
+        inst,
+        id=cell.id,
+        pagesize=pagesize,
+        cpu_pinning=pinning,
+        cpuset_reserved=cpuset_reserved,
+    )
+
+
+def _fit_memory(cell: HostNUMACell, inst: InstanceNUMACell, pinned: bool) -> int | _CellMiss | None:
+    """The guest cell's page size on this host cell (None: no page sizes), or why its memory
+    does not fit."""
     if inst.pagesize:
-        got = _select_pagesize(cell, inst)
-        if isinstance(got, _CellMiss):
-            return got
-        pagesize = got
-    elif cell.mempages:
+        return _select_pagesize(cell, inst)
+    if cell.mempages:
         smallest = min(p.size_kb for p in cell.mempages)
         # Small pages may be overcommitted, except for pinned guests (legacy rule).
         if not _can_fit_pages(cell, smallest, inst.memory * 1024, use_free=pinned):
@@ -302,7 +327,13 @@ def fit_instance_cell(
             "numa:memory",
             f"host cell {cell.id}: {inst.memory} MiB needed, cell has {cell.memory} MiB",
         )
+    return inst.pagesize
 
+
+def _cpu_count_miss(
+    cell: HostNUMACell, inst: InstanceNUMACell, pinned: bool, reserved: int
+) -> _CellMiss | None:
+    """The cell has fewer CPUs of a kind than the guest cell asks for, used or not."""
     if pinned and len(inst.pcpuset) + reserved > len(cell.pcpuset):
         return _CellMiss(
             "numa:no-pinned-cpus",
@@ -317,49 +348,46 @@ def fit_instance_cell(
                 f"host cell {cell.id}: {len(inst.cpuset)} shared CPU(s) needed, cell has "
                 f"{len(cell.cpuset)}",
             )
+    return None
 
-    pinning: Mapping[int, int] | None = inst.cpu_pinning
-    cpuset_reserved = inst.cpuset_reserved
-    if pinned:
-        need = len(inst.pcpuset) + reserved
-        if need > cell.avail_pcpus:
-            return _CellMiss(
-                "numa:no-pinned-cpus",
-                f"host cell {cell.id}: {need} free dedicated CPU(s) needed, "
-                f"{cell.avail_pcpus} free of {len(cell.pcpuset)}",
-            )
-        packed = _pack_onto_cores(cell, inst, reserved)
-        if isinstance(packed, _CellMiss):
-            return packed
-        pinning, cpuset_reserved = packed
 
-    if (not pinned or inst.cpu_policy == CPU_MIXED) and limits is not None:
-        cpu_usage = cell.cpu_usage + len(inst.cpuset)
-        cpu_limit = len(cell.cpuset) * limits.cpu_allocation_ratio
-        if cpu_usage > cpu_limit:
-            return _CellMiss(
-                "numa:cpu-limit",
-                f"host cell {cell.id}: shared CPU usage would be {cpu_usage}, limit "
-                f"{cpu_limit:g} ({len(cell.cpuset)} x cpu_allocation_ratio "
-                f"{limits.cpu_allocation_ratio:g})",
-            )
-        ram_usage = cell.memory_usage + inst.memory
-        ram_limit = cell.memory * limits.ram_allocation_ratio
-        if ram_usage > ram_limit:
-            return _CellMiss(
-                "numa:ram-limit",
-                f"host cell {cell.id}: memory usage would be {ram_usage} MiB, limit "
-                f"{ram_limit:g} MiB ({cell.memory} x ram_allocation_ratio "
-                f"{limits.ram_allocation_ratio:g})",
-            )
+def _pin_cell(
+    cell: HostNUMACell, inst: InstanceNUMACell, reserved: int
+) -> tuple[dict[int, int], frozenset[int] | None] | _CellMiss:
+    """Enough free dedicated CPUs, then the pinning (and emulator CPUs) on them."""
+    need = len(inst.pcpuset) + reserved
+    if need > cell.avail_pcpus:
+        return _CellMiss(
+            "numa:no-pinned-cpus",
+            f"host cell {cell.id}: {need} free dedicated CPU(s) needed, "
+            f"{cell.avail_pcpus} free of {len(cell.pcpuset)}",
+        )
+    return _pack_onto_cores(cell, inst, reserved)
 
-    return replace(
-        inst,
-        id=cell.id,
-        pagesize=pagesize,
-        cpu_pinning=pinning,
-        cpuset_reserved=cpuset_reserved,
-    )
+
+def _limits_miss(
+    cell: HostNUMACell, inst: InstanceNUMACell, limits: NUMATopologyLimits
+) -> _CellMiss | None:
+    """The shared CPUs or memory would pass the cell's allocation-ratio limits."""
+    cpu_usage = cell.cpu_usage + len(inst.cpuset)
+    cpu_limit = len(cell.cpuset) * limits.cpu_allocation_ratio
+    if cpu_usage > cpu_limit:
+        return _CellMiss(
+            "numa:cpu-limit",
+            f"host cell {cell.id}: shared CPU usage would be {cpu_usage}, limit "
+            f"{cpu_limit:g} ({len(cell.cpuset)} x cpu_allocation_ratio "
+            f"{limits.cpu_allocation_ratio:g})",
+        )
+    ram_usage = cell.memory_usage + inst.memory
+    ram_limit = cell.memory * limits.ram_allocation_ratio
+    if ram_usage > ram_limit:
+        return _CellMiss(
+            "numa:ram-limit",
+            f"host cell {cell.id}: memory usage would be {ram_usage} MiB, limit "
+            f"{ram_limit:g} MiB ({cell.memory} x ram_allocation_ratio "
+            f"{limits.ram_allocation_ratio:g})",
+        )
+    return None
 
 
 def _network_miss(
@@ -429,23 +457,13 @@ def numa_fit_instance_to_host(
     means the PCI requests carry their own ``rp_uuids`` (or PCI is not in Placement).
     ``pack`` is nova's ``[compute] packing_host_numa_cells_allocation_strategy``.
     """
-    if not instance.cells:
-        return FitResult(None, "numa:no-guest-topology", "the guest NUMA topology has no cells")
-    if not host.cells:
-        return FitResult(None, "numa:host-no-topology", "the host reports no NUMA topology")
-    if len(host.cells) < len(instance.cells):
-        return FitResult(
-            None,
-            "numa:too-few-cells",
-            f"the guest asks for {len(instance.cells)} NUMA nodes, the host has {len(host.cells)}",
-        )
+    unfit = _topology_miss(host, instance)
+    if unfit is not None:
+        return unfit
     instance = _migrate_legacy_dedicated(instance)
     isolate_emu = instance.emulator_threads_policy == EMULATOR_ISOLATE
-    network = limits.network_metadata if limits is not None else None
-    if network is not None and not network.physnets and not network.tunneled:
-        network = None
+    network = _affined_networks(limits)
     cells = _order_host_cells(host, instance, pci_requests, pci_pools, pack)
-    n = len(instance.cells)
 
     # Memo per (host cell, guest cell, emulator CPU reserved here): nova's fit/not-fit caches.
     memo: dict[tuple[int, int, int], InstanceNUMACell | _CellMiss] = {}
@@ -461,7 +479,7 @@ def numa_fit_instance_to_host(
                 misses.append(got)
         return got
 
-    for perm in itertools.permutations(cells, n):
+    for perm in itertools.permutations(cells, len(instance.cells)):
         chosen: list[InstanceNUMACell] = []
         for idx, cell in enumerate(perm):
             got = fit(cell, idx, 1 if (isolate_emu and idx == 0) else 0)
@@ -469,28 +487,12 @@ def numa_fit_instance_to_host(
                 break
             chosen.append(got)
         else:
-            if pci_requests:
-                check = pci_check_requests(
-                    pci_pools,
-                    pci_requests,
-                    provider_mapping=provider_mapping,
-                    numa_cells=chosen,
-                    host_topology=host,
-                )
-                if not check.ok:
-                    assert check.code is not None
-                    misses.append(
-                        _CellMiss(
-                            check.code,
-                            f"host cell(s) {[c.id for c in perm]}: {check.detail}",
-                        )
-                    )
-                    continue
-            if network is not None:
-                miss = _network_miss(host, perm, network)
-                if miss is not None:
-                    misses.append(miss)
-                    continue
+            miss = _assignment_miss(
+                host, perm, chosen, network, pci_requests, pci_pools, provider_mapping
+            )
+            if miss is not None:
+                misses.append(miss)
+                continue
             return FitResult(
                 InstanceNUMATopology(
                     cells=tuple(chosen),
@@ -500,6 +502,55 @@ def numa_fit_instance_to_host(
             )
 
     return _summarise(misses)
+
+
+def _topology_miss(host: HostNUMATopology, instance: InstanceNUMATopology) -> FitResult | None:
+    """No fit whatever the cells hold: a topology missing, or too few host cells."""
+    if not instance.cells:
+        return FitResult(None, "numa:no-guest-topology", "the guest NUMA topology has no cells")
+    if not host.cells:
+        return FitResult(None, "numa:host-no-topology", "the host reports no NUMA topology")
+    if len(host.cells) < len(instance.cells):
+        return FitResult(
+            None,
+            "numa:too-few-cells",
+            f"the guest asks for {len(instance.cells)} NUMA nodes, the host has {len(host.cells)}",
+        )
+    return None
+
+
+def _affined_networks(limits: NUMATopologyLimits | None) -> NetworkMetadata | None:
+    """The network metadata to check for NUMA affinity, None if it asks for none."""
+    network = limits.network_metadata if limits is not None else None
+    if network is not None and not network.physnets and not network.tunneled:
+        return None
+    return network
+
+
+def _assignment_miss(
+    host: HostNUMATopology,
+    perm: Sequence[HostNUMACell],
+    chosen: Sequence[InstanceNUMACell],
+    network: NetworkMetadata | None,
+    pci_requests: Sequence[InstancePCIRequest],
+    pci_pools: Sequence[PciDevicePool],
+    provider_mapping: Mapping[str, Sequence[str]] | None,
+) -> _CellMiss | None:
+    """Every guest cell fits its host cell: do the PCI requests and the networks fit too?"""
+    if pci_requests:
+        check = pci_check_requests(
+            pci_pools,
+            pci_requests,
+            provider_mapping=provider_mapping,
+            numa_cells=chosen,
+            host_topology=host,
+        )
+        if not check.ok:
+            assert check.code is not None
+            return _CellMiss(check.code, f"host cell(s) {[c.id for c in perm]}: {check.detail}")
+    if network is not None:
+        return _network_miss(host, perm, network)
+    return None
 
 
 def _migrate_legacy_dedicated(instance: InstanceNUMATopology) -> InstanceNUMATopology:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asyncsched.common.strings import bool_from_string
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.objects.host_resources import HostNUMATopology, PciDevicePool
 from asyncsched.objects.models import InstanceNUMACell, InstancePCIRequest
 
@@ -132,102 +133,37 @@ def _socket_filter(
     return [p for p in pools if p.numa_node in allowed]
 
 
+_Filtered = tuple[list[_Pool] | None, PciCheck]
+
+
 def _filter_pools(
     pools: list[_Pool],
     request: InstancePCIRequest,
     numa_cells: Sequence[InstanceNUMACell] | None,
     rp_uuids: list[str],
     host: HostNUMATopology | None,
-) -> tuple[list[_Pool] | None, PciCheck]:
-    """Pools that can serve ``request`` in preference order, or None and why not."""
+) -> _Filtered:
+    """Pools that can serve ``request`` in preference order, or None and why not.
+
+    The steps are nova's ``_filter_pools``: matching specs, NUMA affinity, device types
+    nobody asked for, the providers Placement allocated from, live migratability."""
     want = request.count
     label = request.alias_name or request.request_id or "port"
-    specs = [{k: v for k, v in s.items() if k not in _IGNORED_SPEC_KEYS} for s in request.spec]
-    matched = [p for p in pools if p.count > 0 and any(_spec_matches(p, s) for s in specs)]
-    have = _count(matched)
-    if have < want:
-        code = "pci:no-matching-device" if have == 0 else "pci:not-enough-devices"
-        return None, PciCheck(
-            code, f"PCI request {label}: {want} device(s) matching {list(specs)}, {have} free"
-        )
-
+    matched, why = _matching_pools(pools, request, label)
+    if matched is None:
+        return None, why
     before_numa = matched
     if numa_cells:
-        policy = request.numa_policy or POLICY_LEGACY
-        cell_ids = [c.id for c in numa_cells]
-        local = [p for p in matched if p.numa_node in cell_ids]
-        nodes = sorted({p.numa_node for p in matched}, key=lambda n: (n is None, n or 0))
-        if policy == POLICY_REQUIRED or _count(local) >= want:
-            chosen = local
-        elif policy == POLICY_SOCKET:
-            sock = _socket_filter(matched, numa_cells, host)
-            if sock is None:
-                return None, PciCheck(
-                    "pci:no-socket-info",
-                    f"PCI request {label}: socket affinity asked but the host does not report "
-                    "the socket of every NUMA cell",
-                )
-            if _count(sock) < want:
-                return None, PciCheck(
-                    "pci:wrong-socket",
-                    f"PCI request {label}: {want} device(s) needed on the socket of guest "
-                    f"cells {cell_ids}, {_count(sock)} there (free devices on nodes {nodes})",
-                )
-            chosen = sock
-        else:
-            legacy = [p for p in matched if p.numa_node in cell_ids or p.numa_node is None]
-            if policy == POLICY_LEGACY or _count(legacy) >= want:
-                chosen = legacy
-            else:  # preferred: anything, local devices first
-                chosen = sorted(matched, key=lambda p: p.numa_node not in cell_ids)
-        if _count(chosen) < want:
-            return None, PciCheck(
-                "pci:wrong-numa-node",
-                f"PCI request {label} (numa policy {policy}): {want} device(s) needed on host "
-                f"NUMA node(s) {cell_ids}, {_count(chosen)} there; matching devices are on "
-                f"nodes {nodes}",
-            )
-        matched = chosen
-
-    if all(s.get("dev_type") != DEV_TYPE_PF for s in request.spec):
-        matched = [p for p in matched if p.match.get("dev_type") != DEV_TYPE_PF]
-    if _count(matched) < want:
-        return None, PciCheck(
-            "pci:not-enough-devices",
-            f"PCI request {label}: only PFs left, and PFs were not requested",
-        )
-    if all(s.get("dev_type") != DEV_TYPE_VDPA for s in request.spec):
-        matched = [p for p in matched if p.match.get("dev_type") != DEV_TYPE_VDPA]
-    if all(not _bool_str(s.get("remote_managed")) for s in request.spec):
-        matched = [p for p in matched if not _bool_str(p.match.get("remote_managed"))]
-
+        matched, why = _numa_pools(matched, request, numa_cells, host, label)
+        if matched is None:
+            return None, why
+    matched, why = _unrequested_types_out(matched, request, label)
+    if matched is None:
+        return None, why
     if rp_uuids:
-        per_rp = Counter(rp_uuids)
-        matched = [
-            p
-            for p in matched
-            if p.rp_uuid is not None and p.rp_uuid in per_rp and p.count >= per_rp[p.rp_uuid]
-        ]
-        # Stricter than nova, which lets a pool on one allocated provider stand in for
-        # another allocated provider it cannot see (and then under-counts the consumption).
-        if _count(matched) < want or set(per_rp) - {p.rp_uuid for p in matched}:
-            remote = sorted(
-                {p.numa_node for p in before_numa if p.rp_uuid in per_rp and p not in matched},
-                key=lambda n: (n is None, n or 0),
-            )
-            if numa_cells and remote:
-                return None, PciCheck(
-                    "pci:wrong-numa-node",
-                    f"PCI request {label}: Placement allocated device(s) from providers "
-                    f"{sorted(per_rp)} on host NUMA node(s) {remote}, the guest is on "
-                    f"{[c.id for c in numa_cells]}",
-                )
-            return None, PciCheck(
-                "pci:placement-mismatch",
-                f"PCI request {label}: Placement allocated from providers {sorted(per_rp)}, "
-                "but the host's pools on those providers cannot serve it",
-            )
-
+        matched, why = _allocated_pools(matched, before_numa, rp_uuids, numa_cells, want, label)
+        if matched is None:
+            return None, why
     if all(s.get("live_migratable") == "true" for s in request.spec):
         matched = [p for p in matched if p.match.get("live_migratable") == "true"]
     elif all(s.get("live_migratable") == "false" for s in request.spec):
@@ -240,6 +176,121 @@ def _filter_pools(
             "(after excluding unrequested PF/VDPA/remote-managed/live-migration mismatches)",
         )
     return matched, _OK
+
+
+def _matching_pools(pools: list[_Pool], request: InstancePCIRequest, label: str) -> _Filtered:
+    """Pools with free devices matching one of the request's specs, if enough of them."""
+    want = request.count
+    specs = [{k: v for k, v in s.items() if k not in _IGNORED_SPEC_KEYS} for s in request.spec]
+    matched = [p for p in pools if p.count > 0 and any(_spec_matches(p, s) for s in specs)]
+    have = _count(matched)
+    if have < want:
+        code = "pci:no-matching-device" if have == 0 else "pci:not-enough-devices"
+        return None, PciCheck(
+            code, f"PCI request {label}: {want} device(s) matching {list(specs)}, {have} free"
+        )
+    return matched, _OK
+
+
+def _numa_pools(
+    matched: list[_Pool],
+    request: InstancePCIRequest,
+    numa_cells: Sequence[InstanceNUMACell],
+    host: HostNUMATopology | None,
+    label: str,
+) -> _Filtered:
+    """The pools the request's NUMA affinity policy allows for these guest cells."""
+    want = request.count
+    policy = request.numa_policy or POLICY_LEGACY
+    cell_ids = [c.id for c in numa_cells]
+    local = [p for p in matched if p.numa_node in cell_ids]
+    nodes = sorted({p.numa_node for p in matched}, key=lambda n: (n is None, n or 0))
+    if policy == POLICY_REQUIRED or _count(local) >= want:
+        chosen = local
+    elif policy == POLICY_SOCKET:
+        sock = _socket_filter(matched, numa_cells, host)
+        if sock is None:
+            return None, PciCheck(
+                "pci:no-socket-info",
+                f"PCI request {label}: socket affinity asked but the host does not report "
+                "the socket of every NUMA cell",
+            )
+        if _count(sock) < want:
+            return None, PciCheck(
+                "pci:wrong-socket",
+                f"PCI request {label}: {want} device(s) needed on the socket of guest "
+                f"cells {cell_ids}, {_count(sock)} there (free devices on nodes {nodes})",
+            )
+        chosen = sock
+    else:
+        legacy = [p for p in matched if p.numa_node in cell_ids or p.numa_node is None]
+        if policy == POLICY_LEGACY or _count(legacy) >= want:
+            chosen = legacy
+        else:  # preferred: anything, local devices first
+            chosen = sorted(matched, key=lambda p: p.numa_node not in cell_ids)
+    if _count(chosen) < want:
+        return None, PciCheck(
+            "pci:wrong-numa-node",
+            f"PCI request {label} (numa policy {policy}): {want} device(s) needed on host "
+            f"NUMA node(s) {cell_ids}, {_count(chosen)} there; matching devices are on "
+            f"nodes {nodes}",
+        )
+    return chosen, _OK
+
+
+def _unrequested_types_out(
+    matched: list[_Pool], request: InstancePCIRequest, label: str
+) -> _Filtered:
+    """Without PFs, VDPA devices and remote-managed devices no spec asked for."""
+    if all(s.get("dev_type") != DEV_TYPE_PF for s in request.spec):
+        matched = [p for p in matched if p.match.get("dev_type") != DEV_TYPE_PF]
+    if _count(matched) < request.count:
+        return None, PciCheck(
+            "pci:not-enough-devices",
+            f"PCI request {label}: only PFs left, and PFs were not requested",
+        )
+    if all(s.get("dev_type") != DEV_TYPE_VDPA for s in request.spec):
+        matched = [p for p in matched if p.match.get("dev_type") != DEV_TYPE_VDPA]
+    if all(not _bool_str(s.get("remote_managed")) for s in request.spec):
+        matched = [p for p in matched if not _bool_str(p.match.get("remote_managed"))]
+    return matched, _OK
+
+
+def _allocated_pools(
+    matched: list[_Pool],
+    before_numa: list[_Pool],
+    rp_uuids: list[str],
+    numa_cells: Sequence[InstanceNUMACell] | None,
+    want: int,
+    label: str,
+) -> _Filtered:
+    """The pools on the providers Placement allocated from, each holding its share."""
+    per_rp = Counter(rp_uuids)
+    matched = [
+        p
+        for p in matched
+        if p.rp_uuid is not None and p.rp_uuid in per_rp and p.count >= per_rp[p.rp_uuid]
+    ]
+    # Stricter than nova, which lets a pool on one allocated provider stand in for
+    # another allocated provider it cannot see (and then under-counts the consumption).
+    if _count(matched) >= want and not set(per_rp) - {p.rp_uuid for p in matched}:
+        return matched, _OK
+    remote = sorted(
+        {p.numa_node for p in before_numa if p.rp_uuid in per_rp and p not in matched},
+        key=lambda n: (n is None, n or 0),
+    )
+    if numa_cells and remote:
+        return None, PciCheck(
+            "pci:wrong-numa-node",
+            f"PCI request {label}: Placement allocated device(s) from providers "
+            f"{sorted(per_rp)} on host NUMA node(s) {remote}, the guest is on "
+            f"{[c.id for c in numa_cells]}",
+        )
+    return None, PciCheck(
+        "pci:placement-mismatch",
+        f"PCI request {label}: Placement allocated from providers {sorted(per_rp)}, "
+        "but the host's pools on those providers cannot serve it",
+    )
 
 
 def _working_copy(pools: Sequence[PciDevicePool]) -> list[_Pool]:
@@ -326,7 +377,7 @@ def pci_support_requests(
     ).ok
 
 
-class PciRequestFailed(ValueError):
+class PciRequestFailed(AsyncschedError, ValueError):
     """The pools cannot satisfy the requests (nova's PciDeviceRequestFailed)."""
 
     def __init__(self, check: PciCheck) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_url_passwords
@@ -129,10 +130,7 @@ class PlacementMirror:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self._drop_conn()
         await self.usage.close()
 

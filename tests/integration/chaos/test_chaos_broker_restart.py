@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import pytest
@@ -29,6 +29,7 @@ from tests.support.chaos import (
     Outcome,
     audit,
     boot,
+    first_answers,
     kinds,
     latency_line,
     roomy_hosts,
@@ -48,18 +49,6 @@ MODES: dict[str, dict[str, Any]] = {
     "durable-replies": {"amqp_durable_queues": True, **DURABLE_REPLIES},
     "quorum": {"amqp_durable_queues": True, "rabbit_quorum_queue": True, **DURABLE_REPLIES},
 }
-
-
-async def first_answers(futures: list[Future[Outcome]], count: int) -> None:
-    """Return once ``count`` of ``futures`` are done (or 30 s passed)."""
-    pending = {asyncio.wrap_future(f) for f in futures}
-    done_count = 0
-    deadline = time.monotonic() + 30
-    while pending and done_count < count and time.monotonic() < deadline:
-        done, pending = await asyncio.wait(
-            pending, timeout=deadline - time.monotonic(), return_when=asyncio.FIRST_COMPLETED
-        )
-        done_count += len(done)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -39,8 +39,15 @@ import pytest
 import pytest_asyncio
 
 from tests.integration.chaos.conftest import figure, size
-from tests.integration.chaos.test_chaos_broker_restart import first_answers
-from tests.support.chaos import Outcome, audit, boot, kinds, latency_line, roomy_hosts
+from tests.support.chaos import (
+    Outcome,
+    audit,
+    boot,
+    first_answers,
+    kinds,
+    latency_line,
+    roomy_hosts,
+)
 from tests.support.nova_scheduler import (
     FAST_RECONNECT,
     NovaChaosStack,

@@ -24,7 +24,7 @@ import pytest_asyncio
 from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
 from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
-from tests.support.cloud import config_file_text, daemon_config, decode_reply
+from tests.support.cloud import AZ1, SMALL, config_file_text, daemon_config, decode_reply
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,
@@ -34,9 +34,6 @@ from tests.support.placement_relay import Relay
 from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
-
-SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
-AZ1 = [f"c{c}-{i:02d}" for c in (1, 2) for i in range(14)]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -25,10 +24,9 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import broker
-from tests.support.chaos import ChaosStack, HealthBeat, boot_spec, roomy_hosts
+from tests.support.chaos import ChaosStack, HealthBeat, roomy_hosts
 from tests.support.fuzz import ENVELOPE_BREAKS, Mutation, Wire, build, mutations, seeds
-from tests.support.oslo_caller import nova_context
+from tests.support.fuzz_calls import own_call, scheduler_queue
 from tests.support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -61,28 +59,6 @@ def around_worst_gap(daemon: ServeProcess, beat: HealthBeat) -> str:
     end = time.strftime("%H:%M:%S", time.localtime(beat.gap_end[i] + 1))
     lines = [ln for ln in daemon.stderr().splitlines() if start <= ln[11:19] <= end]
     return "\n".join(lines[-60:])
-
-
-def scheduler_queue(vhost: str) -> dict[str, int]:
-    rows = broker.list_json("list_queues", vhost, "name", "messages", "messages_unacknowledged")
-    return {q["name"]: q for q in rows}["scheduler"]
-
-
-def own_call() -> dict[str, object]:
-    """A select_destinations for the seeded cloud's AZ, as a decoded oslo message."""
-    ctx = {f"_context_{k}": v for k, v in nova_context().items()}
-    return {
-        **ctx,
-        "method": "select_destinations",
-        "version": "4.5",
-        "_timeout": 60,
-        "args": {
-            "spec_obj": boot_spec(2),
-            "instance_uuids": [str(uuid.uuid4()), str(uuid.uuid4())],
-            "return_objects": True,
-            "return_alternates": True,
-        },
-    }
 
 
 def test_fuzzed_calls_and_casts_are_survived_and_answered(

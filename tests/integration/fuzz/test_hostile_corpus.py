@@ -27,9 +27,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from tests.integration.fuzz.test_fuzz_rpc import own_call, scheduler_queue
 from tests.support.chaos import ChaosStack, roomy_hosts
 from tests.support.fuzz import LagWatch, Mutant, Wire, benign_call, hostile_corpus
+from tests.support.fuzz_calls import own_call, scheduler_queue
 from tests.support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration

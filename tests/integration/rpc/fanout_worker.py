@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from asyncsched.objects.models import Aggregate, RequestContext, RequestSpec, Selection
+from asyncsched.objects.models import Aggregate
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import make_config
-from tests.support.decisions import RecordingScheduler
+from tests.support.decisions import RecordingScheduler, SchedulerCall
 
 
 def emit(kind: str, value: Any) -> None:
@@ -42,18 +42,8 @@ class PrintingEvents:
 
 
 class PrintingScheduler(RecordingScheduler):
-    async def select_destinations(
-        self,
-        ctx: RequestContext,
-        spec: RequestSpec,
-        instance_uuids: Sequence[str] | None,
-        return_objects: bool,
-        return_alternates: bool,
-    ) -> list[list[Selection]]:
-        emit("select_destinations", list(instance_uuids or ()))
-        return await super().select_destinations(
-            ctx, spec, instance_uuids, return_objects, return_alternates
-        )
+    def note(self, call: SchedulerCall) -> None:
+        emit("select_destinations", list(call.instance_uuids or ()))
 
 
 async def main(url: str, host: str) -> None:

@@ -28,7 +28,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +38,11 @@ import aiormq.exceptions
 import pytest
 
 from asyncsched.objects import codec
-from asyncsched.objects.models import RequestContext, RequestSpec, Selection
+from asyncsched.objects.models import Selection
 from asyncsched.rpc.broker import ClosingConnection
 from asyncsched.rpc.server import RPCServer
 from tests.support.broker import RABBITMQCTL, make_config
-from tests.support.decisions import RecordingEvents, fake_selection
+from tests.support.decisions import RecordingEvents, SchedulerCall, SchedulerFake, fake_selection
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 from tests.support.private_broker import private_broker
 
@@ -166,7 +166,7 @@ def host_for(instance_uuid: str) -> str:
     return f"cn-{instance_uuid[:8]}"
 
 
-class GatedScheduler:
+class GatedScheduler(SchedulerFake):
     """Records each (instance uuid, request id) it schedules; each call takes its ``delays`` s.
 
     A call first waits for ``gate``: the test opens it once the broker connection is gone, so
@@ -174,28 +174,22 @@ class GatedScheduler:
     """
 
     def __init__(self, delays: Mapping[str, float]) -> None:
+        super().__init__()
         self.delays = dict(delays)
         self.gate = asyncio.Event()
         self.scheduled: list[tuple[str, str | None]] = []
         self.finished = 0
 
-    async def select_destinations(
-        self,
-        ctx: RequestContext,
-        spec: RequestSpec,
-        instance_uuids: Sequence[str] | None,
-        return_objects: bool,
-        return_alternates: bool,
-    ) -> list[list[Selection]]:
-        uuids = list(instance_uuids or ())
-        self.scheduled.extend((u, ctx.request_id) for u in uuids)
+    async def decide(self, call: SchedulerCall) -> list[list[Selection]]:
+        uuids = list(call.instance_uuids or ())
+        self.scheduled.extend((u, call.ctx.request_id) for u in uuids)
         await self.gate.wait()
         await asyncio.sleep(max(self.delays[u] for u in uuids))
         self.finished += 1
         out = []
         for u in uuids:
             node = str(uuid.uuid5(uuid.NAMESPACE_URL, u))
-            used = {"VCPU": spec.flavor.vcpus}
+            used = {"VCPU": call.spec.flavor.vcpus}
             out.append([fake_selection(host_for(u), f"{host_for(u)}.local", node, used)])
         return out
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from asyncsched.cli import build_parser, sources_from_args
+from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import load
 from asyncsched.conf.options import Config
 from asyncsched.logs import setup_logging
-from asyncsched.notify import SystemdNotifier
 from asyncsched.service import Service
 
 

@@ -38,8 +38,8 @@ from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from tests.support.nova_db import NodeSpec, NovaDB, numa_topology_json, pci_stats_json
 from tests.support.nova_objects import host_numa_topology_primitive
+from tests.support.numa_data import dedicated_cell, guest, pci_request
 from tests.support.placement_server import PlacementServer
-from tests.unit.resources.numa.numa_data import dedicated_cell, guest, pci_request
 
 pytestmark = pytest.mark.integration
 

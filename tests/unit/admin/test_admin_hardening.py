@@ -31,8 +31,7 @@ from asyncsched.exceptions import ConfigError
 from asyncsched.scheduling.capacity import capacity as REAL_CAPACITY
 from asyncsched.scheduling.manager import SchedulerManager
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from ..scheduling.sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 TOKEN = "s3cret-t0ken"
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from asyncsched.admin.explain_api import (
@@ -21,27 +20,17 @@ from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer
 from asyncsched.conf.listen import ListenAddress
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.state.host_state import ServiceInfo
+from tests.support.explain_stack import explain_manager, serve_explain
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from ..scheduling.sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[str, FakePlacement]]:
-    hosts = [host(f"cmp{i}") for i in range(3)]
-    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
-    placement = FakePlacement(hosts)
-    mgr = SchedulerManager(config(), FakeCache(hosts), placement, clock=lambda: NOW)
-    app = web.Application()
-    app.add_routes(ExplainAPI(mgr).routes())
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    mgr, placement = explain_manager()
+    runner, url = await serve_explain(mgr)
     try:
-        yield f"http://127.0.0.1:{port}", placement
+        yield url, placement
     finally:
         await runner.cleanup()
 

@@ -11,32 +11,20 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from asyncsched.admin.explain_api import ExplainAPI
 from asyncsched.cli import main
-from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.state.host_state import ServiceInfo
-from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from ..scheduling.sched_helpers import NOW, config, host
+from tests.support.explain_stack import explain_manager, serve_explain
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
     """The explain routes served from a thread of their own (the CLI runs its own loop)."""
-    hosts = [host(f"cmp{i}", free_ram_mb=8192 - 1024 * i) for i in range(3)]
-    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
-    mgr = SchedulerManager(config(), FakeCache(hosts), FakePlacement(hosts), clock=lambda: NOW)
+    mgr, _ = explain_manager(ram_step_mb=1024)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
-    box: dict[str, web.AppRunner | int] = {}
+    box: dict[str, web.AppRunner | str] = {}
 
     async def up() -> None:
-        app = web.Application()
-        app.add_routes(ExplainAPI(mgr).routes())
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        box["runner"], box["port"] = runner, runner.addresses[0][1]
+        box["runner"], box["url"] = await serve_explain(mgr)
         ready.set()
 
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -44,7 +32,9 @@ def url() -> Iterator[str]:
     asyncio.run_coroutine_threadsafe(up(), loop)
     assert ready.wait(10)
     try:
-        yield f"http://127.0.0.1:{box['port']}"
+        url = box["url"]
+        assert isinstance(url, str)
+        yield url
     finally:
         runner = box["runner"]
         assert isinstance(runner, web.AppRunner)

@@ -230,7 +230,7 @@ async def test_manager_notifies_start_and_end_and_only_start_on_no_valid_host() 
     from asyncsched.objects.models import Flavor, RequestSpec
     from asyncsched.scheduling.manager import SchedulerManager
     from tests.support.sched_fakes import FakeCache, FakePlacement
-    from tests.unit.scheduling.sched_helpers import NOW, config, host
+    from tests.support.sched_helpers import NOW, config, host
 
     hosts = [host(f"cmp{i}", free_ram_mb=8192, total_usable_ram_mb=8192) for i in range(2)]
     rec = Recorder()

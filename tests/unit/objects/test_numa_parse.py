@@ -16,7 +16,7 @@ from asyncsched.objects.host_resources import (
     parse_pci_pools,
 )
 from tests.support.nova_objects import host_numa_topology_primitive, pci_pools_primitive
-from tests.unit.resources.numa.numa_data import DATA, GIB_KB
+from tests.support.numa_data import DATA, GIB_KB
 
 
 def test_seed_topology_fields() -> None:

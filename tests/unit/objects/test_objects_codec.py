@@ -19,8 +19,8 @@ from asyncsched.objects.models import (
     Selection,
 )
 from tests.support import nova_objects
+from tests.support import nova_primitives as P
 from tests.support.oslo_caller import request_spec as model_spec
-from tests.unit.objects import nova_primitives as P
 
 
 def test_decodes_a_nova_34_boot_request() -> None:

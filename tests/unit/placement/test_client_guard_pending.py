@@ -8,8 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from asyncsched.placement.pending import Journal, PendingRollbacks
-
-from .test_placement_client_unit import client_for
+from tests.support.placement_stub import client_for
 
 AR = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
 

@@ -10,9 +10,8 @@ from aiohttp import web
 
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.query import ResourceRequest
+from tests.support.placement_stub import client_for
 from tests.support.recorder import RecordingRecorder
-
-from .test_placement_client_unit import client_for
 
 
 async def test_calls_by_name_and_status_class(stack: list[Any]) -> None:

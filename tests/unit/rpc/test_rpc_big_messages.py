@@ -21,7 +21,7 @@ from asyncsched.rpc import paced, wire
 from asyncsched.rpc.wire import MalformedMessage, ReplyAddress
 from tests.support import nova_objects
 from tests.support.loop_gap import max_gap_while
-from tests.unit.rpc.test_rpc_server_handling import (
+from tests.support.rpc_fakes import (
     Events,
     FakeMessage,
     Journal,

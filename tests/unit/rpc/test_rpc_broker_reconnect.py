@@ -11,7 +11,7 @@ import aio_pika
 import aiormq.exceptions
 import pytest
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.rpc import broker

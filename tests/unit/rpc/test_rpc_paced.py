@@ -25,8 +25,8 @@ from asyncsched.objects import codec
 from asyncsched.objects.models import Aggregate, SchedulerLimits, Selection
 from asyncsched.rpc import paced, wire
 from asyncsched.rpc.server import RPCServer
+from tests.support import nova_primitives as P
 from tests.support.loop_gap import max_gap_while
-from tests.unit.objects import nova_primitives as P
 
 BIG = 5000
 MAX_GAP = 0.15  # generous on a loaded machine; the one-shot path held the loop ~0.4-0.6 s

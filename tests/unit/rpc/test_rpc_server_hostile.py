@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asyncsched.rpc.server import RPCServer
-from tests.unit.objects import nova_primitives as P
-from tests.unit.rpc.test_rpc_server_handling import (
+from tests.support import nova_primitives as P
+from tests.support.rpc_fakes import (
     Events,
     FakeChannel,
     FakeExchange,

@@ -17,7 +17,7 @@ from asyncsched.objects.codec import CodecError
 from asyncsched.objects.models import RequestSpec
 from asyncsched.rpc import validation
 from asyncsched.rpc.validation import RequestBounds, check_message, check_select_destinations
-from tests.unit.objects import nova_primitives as P
+from tests.support import nova_primitives as P
 
 BOUNDS = RequestBounds(max_instances=100)
 

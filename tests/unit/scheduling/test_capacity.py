@@ -21,8 +21,7 @@ from asyncsched.scheduling.capacity import YIELD_EVERY, Bounds, Capacity, capaci
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, agg, config, host
+from tests.support.sched_helpers import NOW, agg, config, host
 
 CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")
 FLAVOR = Flavor(memory_mb=1024, vcpus=1, root_gb=10, name="m1.small")

@@ -23,11 +23,10 @@ from asyncsched.scheduling.dryrun import dry_run
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from bench.synthetic_cloud import NOW, make_cloud
+from tests.support.numa_data import dedicated_cell, guest
+from tests.support.numa_data import host as numa_host
 from tests.support.sched_fakes import FakeCache, FakePlacement
-from tests.unit.resources.numa.numa_data import dedicated_cell, guest
-from tests.unit.resources.numa.numa_data import host as numa_host
-
-from .sched_helpers import config, host
+from tests.support.sched_helpers import config, host
 
 CTX = RequestContext(request_id="req-parity", user_id="u", project_id="p")
 FILTERS = ["ComputeFilter", "IoOpsFilter", "NumInstancesFilter", "ImagePropertiesFilter"]

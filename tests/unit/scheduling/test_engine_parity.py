@@ -28,8 +28,7 @@ from asyncsched.scheduling.loader import builtin_filters
 from asyncsched.state.host_state import HostState
 from bench import reference_scheduler as reference
 from bench.synthetic_cloud import NOW, make_cloud, pipeline
-
-from .sched_helpers import config, spec
+from tests.support.sched_helpers import config, spec
 
 ALL_OURS = tuple(
     sorted(n for n in builtin_filters() if n not in ("NUMATopologyFilter", "PciPassthroughFilter"))

@@ -11,8 +11,7 @@ from asyncsched.scheduling.explain import explain
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")
 WEIGHERS = {"weight_classes": ["RAMWeigher", "CPUWeigher"]}

@@ -8,8 +8,7 @@ from asyncsched.exceptions import ConfigError
 from asyncsched.scheduling import loader
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
 from asyncsched.scheduling.loader import load_filters, load_weighers
-
-from .sched_helpers import config, spec
+from tests.support.sched_helpers import config, spec
 
 
 class ThirdPartyFilter(BaseHostFilter):

@@ -18,35 +18,12 @@ from asyncsched.objects.models import (
     Destination,
     Flavor,
     InstanceGroup,
-    RequestContext,
     RequestSpec,
 )
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, agg, config, host
-
-CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")
-
-
-def cloud(n: int = 6, cells: int = 1, **kw: Any) -> list[HostState]:
-    return [
-        host(
-            f"cmp{i}",
-            cell_uuid=f"cell{i % cells}",
-            free_ram_mb=8192 - i * 512,  # cmp0 has most free RAM: the RAMWeigher picks it first
-            total_usable_ram_mb=8192,
-            **kw,
-        )
-        for i in range(n)
-    ]
-
-
-def boot(num: int = 1, **kw: Any) -> tuple[RequestSpec, list[str]]:
-    flavor = kw.pop("flavor", Flavor(memory_mb=1024, vcpus=1, root_gb=10, name="m1.small"))
-    s = RequestSpec(flavor=flavor, num_instances=num, project_id="p", user_id="u", **kw)
-    return s, [str(uuid.uuid4()) for _ in range(num)]
+from tests.support.sched_helpers import CTX, NOW, agg, boot, cloud, config, host
 
 
 def manager(

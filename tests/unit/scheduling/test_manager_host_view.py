@@ -10,9 +10,7 @@ from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.manager import SchedulerManager
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, config, host
-from .test_manager import CTX
+from tests.support.sched_helpers import CTX, NOW, config, host
 
 
 class OneAnswer(FakePlacement):

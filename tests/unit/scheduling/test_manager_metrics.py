@@ -13,9 +13,7 @@ from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.recorder import RecordingRecorder
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
-from .sched_helpers import NOW, config
-from .test_manager import CTX, boot, cloud
+from tests.support.sched_helpers import CTX, NOW, boot, cloud, config
 
 
 def manager(hosts: list[HostState]) -> tuple[SchedulerManager, FakePlacement, RecordingRecorder]:

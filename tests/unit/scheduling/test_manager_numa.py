@@ -6,11 +6,10 @@ import uuid
 
 from asyncsched.objects.models import Flavor, NUMATopologyLimits, RequestContext, RequestSpec
 from asyncsched.scheduling.manager import SchedulerManager
+from tests.support.numa_data import dedicated_cell, guest
+from tests.support.numa_data import host as numa_host
 from tests.support.sched_fakes import FakeCache, FakePlacement
-from tests.unit.resources.numa.numa_data import dedicated_cell, guest
-from tests.unit.resources.numa.numa_data import host as numa_host
-
-from .sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 
 async def test_numa_limits_and_consumption_flow_through_the_manager() -> None:

@@ -23,8 +23,7 @@ from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from tests.support.loop_gap import max_gap_while
 from tests.support.sched_fakes import FakeCache
-
-from .sched_helpers import NOW, config, host
+from tests.support.sched_helpers import NOW, config, host
 
 CTX = RequestContext(request_id="req-big", user_id="u", project_id="p")
 BIG = 5000

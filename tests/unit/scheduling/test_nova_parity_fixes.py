@@ -17,8 +17,7 @@ from asyncsched.scheduling.filters.json_filter import JsonFilter
 from asyncsched.scheduling.filters.metrics_filter import MetricsFilter
 from asyncsched.scheduling.metrics_setting import parse_setting
 from asyncsched.scheduling.weighers.metrics import MetricsWeigher
-
-from .sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 
 def test_weight_setting_names_are_kept_as_written() -> None:

@@ -26,8 +26,7 @@ from asyncsched.scheduling.filters.io_ops_filter import IoOpsFilter
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.scheduling.weighers.ram import RAMWeigher
 from asyncsched.state.host_state import ChangeLog
-
-from .sched_helpers import NOW, config, host, spec
+from tests.support.sched_helpers import NOW, config, host, spec
 
 #: a third party's column: RAM per vCPU left on the host
 RAM_PER_CPU = Column("acme_ram_per_cpu", lambda s: s.free_ram_mb / max(1, s.vcpus_total))

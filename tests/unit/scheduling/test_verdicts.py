@@ -12,8 +12,7 @@ from asyncsched.scheduling.columns import HostColumns
 from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.scheduling.verdicts import VerdictCache
 from asyncsched.state.host_state import HostState
-
-from .sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 
 class RamAtLeast(BaseHostFilter):

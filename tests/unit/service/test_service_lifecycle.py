@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import ConfigSources, load_config
 from asyncsched.conf.options import Config
-from asyncsched.notify import SystemdNotifier
 from asyncsched.service import Service, ServiceStartError, apply_mutable, changed_options
 from tests.support.notify_listener import NotifyListener
 

@@ -15,32 +15,7 @@ import pytest
 
 from asyncsched.admin.readiness import ReadyLimits, not_ready_reasons
 from asyncsched.state.api import CELL0_UUID, CellURLError, format_cell_url, wanted_cells
-
-DB = "postgresql+psycopg2://nova:s3cr%40t@db.example.org:5432/nova?sslmode=require#frag"
-MQ = "rabbit://a:p1@[::1]:5672,b:p2@mq2:5673/vh"
-
-#: (template, local URL, what nova 34 makes of it)
-CASES: list[tuple[str, str, str]] = [
-    (
-        "{scheme}://{username}:{password}@{hostname}:{port}/{path}_cell1?{query}",
-        DB,
-        "postgresql+psycopg2://nova:s3cr%40t@db.example.org:5432/nova_cell1?sslmode=require",
-    ),
-    (
-        "postgresql://{username}@{hostname}/cell2#{fragment}",
-        DB,
-        "postgresql://nova@db.example.org/cell2#frag",
-    ),
-    ("postgresql://nova@db/plain", DB, "postgresql://nova@db/plain"),
-    ("postgresql://u:pa{ss@db/x", DB, "postgresql://u:pa{ss@db/x"),  # a literal brace: as is
-    ("postgresql://{username}@h/{port}", "postgresql://u@h/db", "postgresql://u@h/None"),
-    (
-        "rabbit://{username1}:{password1}@[{hostname1}]:{port1},{username2}:{password2}@{hostname2}:{port2}/{path}",
-        MQ,
-        "rabbit://a:p1@[::1]:5672,b:p2@mq2:5673/vh",
-    ),
-    ("rabbit://{username}:{password}@{hostname}/", "rabbit://u:p@h1/", "rabbit://u:p@h1/"),
-]
+from tests.support.cell_urls import CASES, DB
 
 
 @pytest.mark.parametrize(("template", "default", "expected"), CASES)

@@ -29,7 +29,7 @@ from asyncsched.resources.numa.consume import (
 from asyncsched.resources.pci import pci_apply_requests
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
-from tests.unit.resources.numa.numa_data import dedicated_cell, guest, host, pci_request, pools
+from tests.support.numa_data import dedicated_cell, guest, host, pci_request, pools
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 

@@ -12,7 +12,7 @@ from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.filters.image_props_filter import ImagePropertiesFilter
 from asyncsched.scheduling.weighers.metrics import MetricsWeigher
 from asyncsched.state.rows import parse_metrics, parse_supported_instances
-from tests.unit.scheduling.sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 
 def _metrics(**values: float) -> str:

@@ -19,7 +19,7 @@ from asyncsched.resources.numa.consume import Reapplied
 from asyncsched.state import assumptions
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState, PlacedNumaPci
-from tests.unit.state.test_state_index import snap
+from tests.support.node_snapshots import snap
 
 SPEC = RequestSpec(flavor=Flavor(memory_mb=1, vcpus=1))
 GPU = PlacedNumaPci(pci_requests=(InstancePCIRequest(count=1, spec=({"vendor_id": "x"},)),))

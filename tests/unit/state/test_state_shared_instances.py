@@ -18,7 +18,7 @@ from asyncsched.scheduling.filters.server_group_anti_affinity_filter import (
 from asyncsched.state import assumptions
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.host_state import HostState
-from tests.unit.state.test_state_index import snap
+from tests.support.node_snapshots import snap
 
 SPEC = RequestSpec(flavor=Flavor(memory_mb=1, vcpus=1))
 

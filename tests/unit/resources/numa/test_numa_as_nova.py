@@ -20,7 +20,7 @@ from asyncsched.resources.numa.fit import numa_fit_instance_to_host
 from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.numa_topology import NUMATopologyFilter
 from asyncsched.state.host_state import HostState
-from tests.unit.scheduling.sched_helpers import config
+from tests.support.sched_helpers import config
 
 LIMITS = NUMATopologyLimits(cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0)
 

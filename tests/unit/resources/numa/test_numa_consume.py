@@ -19,7 +19,7 @@ from asyncsched.resources.numa import (
     numa_usage_from_instance,
 )
 from asyncsched.state.host_state import HostState
-from tests.unit.resources.numa.numa_data import (
+from tests.support.numa_data import (
     GIB_KB,
     dedicated_cell,
     guest,

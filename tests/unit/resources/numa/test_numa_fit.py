@@ -21,7 +21,7 @@ from asyncsched.resources.numa import (
     MEMPAGES_SMALL,
     numa_fit_instance_to_host,
 )
-from tests.unit.resources.numa.numa_data import (
+from tests.support.numa_data import (
     GIB_KB,
     dedicated_cell,
     full,

@@ -15,7 +15,7 @@ from asyncsched.resources.pci import (
     pci_check_requests,
     pci_support_requests,
 )
-from tests.unit.resources.numa.numa_data import pci_request, pools
+from tests.support.numa_data import pci_request, pools
 
 PCI = pools("pci_pools.json")
 PLACED = pools("pci_pools_placement.json")

@@ -11,8 +11,7 @@ from asyncsched.objects.models import ImageMeta, ImageMetaProps
 from asyncsched.scheduling.filters.compute_capabilities_filter import ComputeCapabilitiesFilter
 from asyncsched.scheduling.filters.image_props_filter import ImagePropertiesFilter
 from asyncsched.state.host_state import HostState
-
-from ..sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 TRIPLES = (("x86_64", "qemu", "hvm"), ("x86_64", "kvm", "hvm"), ("aarch64", "kvm", "hvm"))
 

@@ -46,7 +46,7 @@ from asyncsched.scheduling.filters.server_group_anti_affinity_filter import (
 from asyncsched.scheduling.filters.simple_cidr_affinity_filter import SimpleCIDRAffinityFilter
 from asyncsched.scheduling.filters.type_filter import AggregateTypeAffinityFilter
 from asyncsched.state.host_state import ServiceInfo
-from tests.unit.scheduling.sched_helpers import NOW, agg, config, host, spec
+from tests.support.sched_helpers import NOW, agg, config, host, spec
 
 
 def _svc(**kw: Any) -> ServiceInfo:

@@ -25,7 +25,7 @@ from asyncsched.scheduling.filters.base import HostCandidate
 from asyncsched.scheduling.filters.numa_topology import NUMATopologyFilter
 from asyncsched.scheduling.filters.pci_passthrough import PciPassthroughFilter
 from asyncsched.state.host_state import HostState
-from tests.unit.resources.numa.numa_data import (
+from tests.support.numa_data import (
     GIB_KB,
     dedicated_cell,
     full,

@@ -16,7 +16,7 @@ from asyncsched.scheduling.filters.server_group_anti_affinity_filter import (
     ServerGroupAntiAffinityFilter,
 )
 from asyncsched.scheduling.weighers.soft_affinity import members_on_hosts
-from tests.unit.scheduling.sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 UUIDS = st.sampled_from([f"i{n}" for n in range(8)])
 RULES: st.SearchStrategy[dict[str, str]] = st.one_of(

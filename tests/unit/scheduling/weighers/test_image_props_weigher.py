@@ -26,7 +26,7 @@ from asyncsched.state.rows import (
     image_props_from_system_metadata,
     image_props_wanted,
 )
-from tests.unit.scheduling.sched_helpers import agg, config, host, spec
+from tests.support.sched_helpers import agg, config, host, spec
 
 # ---- system metadata -> nova's ImageMetaProps.to_dict(), stringified ---------------------
 

@@ -32,7 +32,7 @@ from asyncsched.scheduling.weighers.ram import RAMWeigher
 from asyncsched.scheduling.weighers.soft_affinity import ServerGroupSoftAffinityWeigher
 from asyncsched.scheduling.weighers.soft_anti_affinity import ServerGroupSoftAntiAffinityWeigher
 from bench import reference_scheduler as reference
-from tests.unit.scheduling.sched_helpers import agg, config, host, spec
+from tests.support.sched_helpers import agg, config, host, spec
 
 GROUP_SOFT = InstanceGroup(uuid="g", policy="soft-affinity", members=("a", "b", "c"))
 GROUP_ANTI = InstanceGroup(uuid="g", policy="soft-anti-affinity", members=("a", "b", "c"))

@@ -15,7 +15,7 @@ from asyncsched.objects.host_resources import (
 )
 from asyncsched.objects.models import InstanceNUMACell, InstanceNUMATopology, InstancePCIRequest
 
-DATA = Path(__file__).resolve().parents[3] / "data" / "numa"
+DATA = Path(__file__).resolve().parents[1] / "data" / "numa"
 GIB_KB = 1024 * 1024
 
 

@@ -1,4 +1,4 @@
-"""asyncsched.backoff: short first delays, doubling to the cap, jitter only ever shortening."""
+"""common.backoff: short first delays, doubling to the cap, jitter only ever shortening."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncsched.backoff import Backoff
+from asyncsched.common.backoff import Backoff
 
 
 def test_doubles_from_the_first_delay_to_the_cap() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncsched.conf.options import Config
-from asyncsched.objects.models import Aggregate, Flavor, RequestSpec
+from asyncsched.objects.models import Aggregate, Flavor, RequestContext, RequestSpec
 from asyncsched.state.host_state import HostState, ServiceInfo
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -65,3 +65,25 @@ def config(**sections: dict[str, Any]) -> Config:
             base, **{name: dataclasses.replace(getattr(base, name), **values)}
         )
     return base
+
+
+CTX = RequestContext(request_id="req-1", user_id="u", project_id="p")
+
+
+def cloud(n: int = 6, cells: int = 1, **kw: Any) -> list[HostState]:
+    return [
+        host(
+            f"cmp{i}",
+            cell_uuid=f"cell{i % cells}",
+            free_ram_mb=8192 - i * 512,  # cmp0 has most free RAM: the RAMWeigher picks it first
+            total_usable_ram_mb=8192,
+            **kw,
+        )
+        for i in range(n)
+    ]
+
+
+def boot(num: int = 1, **kw: Any) -> tuple[RequestSpec, list[str]]:
+    flavor = kw.pop("flavor", Flavor(memory_mb=1024, vcpus=1, root_gb=10, name="m1.small"))
+    s = RequestSpec(flavor=flavor, num_instances=num, project_id="p", user_id="u", **kw)
+    return s, [str(uuid.uuid4()) for _ in range(num)]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from asyncsched.notify import SystemdNotifier
+from asyncsched.common.systemd import SystemdNotifier
 from tests.support.notify_listener import NotifyListener
 
 

@@ -14,7 +14,7 @@ from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import Fallback, LocalCandidates
-from tests.unit.candidates.mirror_data import Cloud, inv, request
+from tests.support.mirror_data import Cloud, inv, request
 
 
 def hosts(got: Candidates | Fallback) -> set[str]:
@@ -252,7 +252,7 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
     """A refresh changes a few providers; the patched columns must equal fresh ones."""
     import random
 
-    from tests.unit.candidates.mirror_data import TRAITS
+    from tests.support.mirror_data import TRAITS
 
     rng = random.Random(5)
     plain_traits = sorted(TRAITS - {"MISC_SHARES_VIA_AGGREGATE"})

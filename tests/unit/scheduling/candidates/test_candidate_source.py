@@ -16,7 +16,7 @@ from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import CandidateSource, SingleFlight
 from asyncsched.state.placement_mirror import MirrorState, PlacementMirror
 from asyncsched.state.placement_mirror.reader import Names, RefreshResult
-from tests.unit.candidates.mirror_data import Cloud, request
+from tests.support.mirror_data import Cloud, request
 
 
 class FakeClient:
