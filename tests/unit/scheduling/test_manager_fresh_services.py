@@ -11,7 +11,6 @@ from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from tests.support.sched_fakes import FakeCache, FakePlacement
-
 from tests.support.sched_helpers import NOW, config, host
 
 CTX = RequestContext(request_id="req-fresh", user_id="u", project_id="p")
