@@ -153,7 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler = setup_logging(loaded.config, background=True)
     except OSError as exc:
         err = log_file_error(str(loaded.config.default.log_file), str(exc.strerror))
-        print(f"asyncsched: configuration error: {err}", file=sys.stderr)
+        print(f"asyncsched: configuration error: {loaded.locate(str(err))}", file=sys.stderr)
         return EX_CONFIG
     LOG.info(
         "asyncsched %s starting; config files: %s",
@@ -162,12 +162,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     for note in loaded.ignored:
         LOG.debug(note)
+    for typo in loaded.warnings:
+        LOG.warning(typo)
     try:
         try:
             service = build_service(loaded.config, sources_from_args(args))
         except ConfigError as exc:  # a component refusing its options at construction
             handler.close()  # the queued "starting" line first, never inside this one
-            print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+            print(f"asyncsched: configuration error: {loaded.locate(str(exc))}", file=sys.stderr)
             return EX_CONFIG
         try:
             return asyncio.run(service.run())
@@ -181,10 +183,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     loaded = _load_or_report(args)
     if loaded is None:
         return EX_CONFIG
+    for typo in loaded.warnings:  # up front: the likeliest reason for what follows
+        print(f"asyncsched: warning: {typo}", file=sys.stderr)
     try:
         warnings = preflight.check(loaded.config)  # what serve would refuse, same line
     except ConfigError as exc:
-        print(f"asyncsched: configuration error: {exc}", file=sys.stderr)
+        print(f"asyncsched: configuration error: {loaded.locate(str(exc))}", file=sys.stderr)
         return EX_CONFIG
     sys.stdout.write(render_effective(loaded.config, loaded.files))
     if loaded.ignored:
@@ -252,7 +256,11 @@ def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | N
     try:
         status, body = asyncio.run(_admin_call(args.url, headers, method, path, **kw))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        print(f"asyncsched: cannot reach {args.url}: {exc or type(exc).__name__}", file=sys.stderr)
+        print(
+            f"asyncsched: cannot reach {args.url}: {exc or type(exc).__name__} (is the admin "
+            "endpoint on? set [asyncsched] admin_listen, and give its address with --url)",
+            file=sys.stderr,
+        )
         return None
     if status != 200:
         error = body.get("error") if isinstance(body, dict) else body
