@@ -30,11 +30,22 @@ lint: bootstrap
 keystone:
 	tools/keystone_venv.sh
 
-test: bootstrap services keystone lint
-	$(VENV)/pytest -q -p no:cacheprovider -m "not chaos_big"
+# make test runs in phases, each announcing itself, quick ones first: lint, then the unit tests
+# (about a minute), then everything that talks to real peers (tests/ minus tests/unit).
+# pytest's exit 5 (no tests collected) is not a failure of a phase; every other is.
+PYTEST := $(VENV)/pytest -q -p no:cacheprovider
+PHASE = @echo; echo "=== make test: $(1) ($$(date -u +%H:%M:%S)) ==="
+test: bootstrap services keystone
+	$(call PHASE,1/3 lint: ruff and mypy)
+	$(VENV)/ruff check .
+	$(VENV)/mypy
+	$(call PHASE,2/3 unit tests: tests/unit)
+	$(PYTEST) -m "not chaos_big" tests/unit || [ $$? -eq 5 ]
+	$(call PHASE,3/3 integration: RabbitMQ / PostgreSQL / Placement / nova / Prometheus)
+	$(PYTEST) -m "not chaos_big" --ignore=tests/unit tests || [ $$? -eq 5 ]
 
 unit: bootstrap
-	$(VENV)/pytest -q tests/unit
+	$(PYTEST) tests/unit
 
 bench: bootstrap services
 	$(VENV)/python -m bench

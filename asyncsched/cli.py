@@ -166,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handler = setup_logging(loaded.config, background=True)
     except OSError as exc:
         err = log_file_error(str(loaded.config.default.log_file), str(exc.strerror))
-        _config_error(err)
+        _config_error(loaded.locate(str(err)))
         return EX_CONFIG
     LOG.info(
         "asyncsched %s starting; config files: %s",
@@ -175,12 +175,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     for note in loaded.ignored:
         LOG.debug(note)
+    for typo in loaded.warnings:
+        LOG.warning(typo)
     try:
         try:
             service = build_service(loaded.config, sources_from_args(args))
         except ConfigError as exc:  # a component refusing its options at construction
             handler.close()  # the queued "starting" line first, never inside this one
-            _config_error(exc)
+            _config_error(loaded.locate(str(exc)))
             return EX_CONFIG
         try:
             return asyncio.run(service.run())
@@ -194,10 +196,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     loaded = _load_or_report(args)
     if loaded is None:
         return EX_CONFIG
+    for typo in loaded.warnings:  # up front: the likeliest reason for what follows
+        print(f"asyncsched: warning: {typo}", file=sys.stderr)
     try:
         warnings = preflight.check(loaded.config)  # what serve would refuse, same line
     except ConfigError as exc:
-        _config_error(exc)
+        _config_error(loaded.locate(str(exc)))
         return EX_CONFIG
     sys.stdout.write(render_effective(loaded.config, loaded.files))
     if loaded.ignored:
@@ -268,7 +272,11 @@ def _ask(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any | N
         status, body = asyncio.run(_admin_call(args.url, headers, method, path, **kw))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         reason = mask_secrets(str(exc) or type(exc).__name__)
-        print(f"asyncsched: cannot reach {mask_url_passwords(args.url)}: {reason}", file=sys.stderr)
+        print(
+            f"asyncsched: cannot reach {mask_url_passwords(args.url)}: {reason} (is the admin "
+            "endpoint on? set [asyncsched] admin_listen, and give its address with --url)",
+            file=sys.stderr,
+        )
         return None
     if status != 200:
         error = body.get("error") if isinstance(body, dict) else body

@@ -8,8 +8,11 @@
    notify socket; the demo waits for READY=1;
 4. a 30-instance batch boot through the real oslo.messaging RPCClient, called exactly as
    nova-conductor calls select_destinations; a table of where each instance landed;
-5. an anti-affinity group, an impossible flavor (NoValidHost), Placement usage per host;
-6. SIGTERM to the daemon, then everything is removed again (databases, Placement, vhost),
+5. an anti-affinity group, a granular flavor, an impossible flavor (NoValidHost), Placement
+   usage per host (every instance the demo placed);
+6. "see why" on the admin endpoint ([asyncsched] admin_listen): ``asyncsched explain --host
+   east-12`` (why not the disabled host) and ``asyncsched capacity`` (how many more fit);
+7. SIGTERM to the daemon, then everything is removed again (databases, Placement, vhost),
    also when something fails on the way.
 
 Run after tools/bootstrap.sh and tools/services.sh (``make demo`` does both).
@@ -46,6 +49,7 @@ from tests.support.cloud import (  # noqa: E402
     decode_reply,
     seed_cloud,
 )
+from tests.support.net import free_port  # noqa: E402
 from tests.support.notify_listener import NotifyListener  # noqa: E402
 from tests.support.nova_db import NovaDB  # noqa: E402
 from tests.support.oslo_caller import (  # noqa: E402
@@ -77,6 +81,20 @@ def start_daemon(conf: Path, notify_socket: str, log: Path) -> subprocess.Popen[
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
+
+
+def cli(args: list[str]) -> str:
+    """``asyncsched ARGS`` as an operator types it; its output, indented."""
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncsched", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"asyncsched {args[0]} failed: {done.stderr.strip()}")
+    return "".join(f"  {line}\n" for line in done.stdout.splitlines())
 
 
 def placement_db_url(placement: PlacementServer) -> str:
@@ -234,7 +252,9 @@ async def run(tmp: Path) -> int:
             placement=placement.options,
             scheduler_host="demo-scheduler",
             drain_timeout=10.0,
+            admin_listen=f"127.0.0.1:{free_port()}",  # explain, capacity, /metrics (step 7)
         )
+        admin_url = f"http://{config.asyncsched.admin_listen}"
         conf = tmp / "asyncsched.conf"
         # The Placement mirror: asyncsched also reads placement.conf's [placement_database]
         # (as an operator adds --config-file /etc/placement/placement.conf); DEBUG shows the
@@ -343,10 +363,10 @@ async def run(tmp: Path) -> int:
             left = await seeder.allocations(bad[0])
         print(f"  allocations in Placement for it: {left['allocations'] or 'none'}")
 
-        print("\n== 6. Placement usage per host (what asyncsched claimed)")
+        print("\n== 6. Placement usage per host (what asyncsched claimed, steps 3 to 4b)")
         rows = []
         async with placement.seeder() as seeder:
-            per_host = Counter(s[0].service_host for s in [*sels, *gsels])
+            per_host = Counter(s[0].service_host for s in [*sels, *gsels, *gr])
             usages = await asyncio.gather(
                 *(seeder.usages(cloud.hosts[h].uuid) for h in sorted(cloud.hosts))
             )
@@ -365,7 +385,16 @@ async def run(tmp: Path) -> int:
             )
         print(table(["host", "size", "VCPU", "RAM GiB", "disk GB", "instances", ""], rows))
 
-        print("\n== 7. systemctl stop (SIGTERM): drain, close, exit")
+        print(
+            f"\n== 7. see why: the admin endpoint ([asyncsched] admin_listen = "
+            f"{config.asyncsched.admin_listen})"
+        )
+        words = ["--vcpus", "4", "--ram", "16384", "--disk", "80"]
+        for args in (["explain", *words, "--top", "3", "--host", "east-12"], ["capacity", *words]):
+            print(f"\n$ asyncsched {' '.join(args)} --url {admin_url}")
+            print(await asyncio.to_thread(cli, [*args, "--url", admin_url]), end="")
+
+        print("\n== 8. systemctl stop (SIGTERM): drain, close, exit")
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.wait, 60)
         print(f"  asyncsched exited with status {code}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make sure the real peers the tests and the demo need are installed and answering:
-# RabbitMQ (127.0.0.1:5672, guest/guest) and PostgreSQL (127.0.0.1:5432, trust auth, user root).
-# Installs them with apt where missing, starts them where stopped. Idempotent.
+# RabbitMQ (127.0.0.1:5672, guest/guest) and PostgreSQL (127.0.0.1:5432, trust auth, user root),
+# plus the tools the tests run but do not keep running: Prometheus (prometheus, promtool: the
+# alert rules' tests and a real scrape) and systemd-analyze (the unit's verify).
+# Installs them with apt where missing, starts the servers where stopped. Idempotent.
 set -euo pipefail
 
 answers() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
@@ -55,3 +57,13 @@ for _ in $(seq 1 60); do
     sleep 1
 done
 echo "services: PostgreSQL and RabbitMQ are answering"
+
+# --- Tools (installed, never started here) --------------------------------
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    echo "services: installing Prometheus (prometheus, promtool)"
+    apt_install prometheus
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    echo "services: installing systemd's tools (systemd-analyze)"
+    apt_install systemd
+fi

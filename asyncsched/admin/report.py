@@ -82,14 +82,24 @@ def explain_text(answer: Mapping[str, Any], what: str) -> str:
 
 def _verdict(v: Mapping[str, Any]) -> str:
     name, kind = v["host"], v["verdict"]
+    failed = ", ".join(f"{f['step']} ({f['reason']})" for f in v.get("failed") or ())
     if kind == "selected":
         return f"host {name}: selected (rank {v['rank']})"
     if kind == "ranked":
         return f"host {name}: passes every filter, rank {v['rank']} by weight"
+    if kind == "rejected" and failed:
+        return f"host {name}: rejected by {failed}"
     if kind == "rejected" and v["step"]:
         return f"host {name}: rejected by {v['step']}: {v['reason']}"
+    also = f"; it also fails {failed}" if failed else "; the filters would pass it"
+    if kind == "beyond-limit":
+        return (
+            f"host {name}: Placement has room on it, but it is not among the first {v['limit']} "
+            f"allocation candidates ([scheduler] max_placement_results){also}"
+        )
     if kind == "not-a-candidate":
-        return f"host {name}: not among Placement's allocation candidates (no room or traits)"
+        also = f"; it also fails {failed}" if failed else ""
+        return f"host {name}: Placement has no allocation candidate on it (no room or traits){also}"
     return f"host {name}: {kind}" + (f" ({v['reason']})" if v.get("reason") else "")
 
 

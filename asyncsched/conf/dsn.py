@@ -27,4 +27,8 @@ def to_asyncpg_dsn(url: str) -> str:
         raise ConfigError(
             f"not a PostgreSQL URL: {mask_url_passwords(url)!r} (expected postgresql://user@host/db)"
         )
+    try:
+        parts.port  # noqa: B018  (urlsplit checks the port only when asked)
+    except ValueError:
+        raise ConfigError("its port is not a number") from None
     return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from asyncsched.common.strings import closest
 from asyncsched.conf import options as opts
 from asyncsched.conf.dsn import to_asyncpg_dsn
 from asyncsched.conf.listen import parse_listen
@@ -93,14 +94,33 @@ class RawValue:
 
 RawConfig = dict[str, dict[str, list[RawValue]]]
 
+# "[section] option ...": how every option's message starts (bounded, linear).
+_NAMED_OPTION = re.compile(r"\[([A-Za-z0-9_.-]{1,100})\] ([A-Za-z0-9_.-]{1,100})\b")
+# How alike an unknown name must be to a known one to be called a typo of it (difflib ratio):
+# host_subset_sise / host_subset_size is 0.94; nova's own options we do not read stay quiet.
+TYPO_CUTOFF = 0.8
+# Sections that are ours alone: any unknown name in them is a mistake, alike or not.
+OWN_SECTIONS = frozenset({"asyncsched"})
+
 
 @dataclass(frozen=True, slots=True)
 class LoadedConfig:
-    """The result of loading: the config, the files read, and what was ignored (for debug)."""
+    """The result of loading: the config, the files read, what was ignored (for debug), the
+    warnings (a name that is probably a typo, with file:line and "did you mean"), and where
+    each option was set (``(section, option)`` -> ``file:line`` of its last line)."""
 
     config: opts.Config
     files: tuple[str, ...]
     ignored: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    origins: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+
+    def locate(self, message: str) -> str:
+        """``message`` with the file:line of the option it starts with ("[section] name ...")
+        in front, when that option was set in a file and the message has no location yet."""
+        named = _NAMED_OPTION.match(message)
+        where = named and self.origins.get((_normalize_section(named[1]), named[2]))
+        return f"{where}: {message}" if where else message
 
 
 # --------------------------------------------------------------------------- INI parsing
@@ -473,10 +493,53 @@ def _check_transport_url(value: str) -> None:
     try:
         parse_transport_url(value)
     except ConfigError as exc:
-        raise _BadValue(
-            "rabbit://user:password@host:port[,user:password@host2:port]/vhost "
-            f"({mask_url_passwords(str(exc))})"
-        ) from None
+        # The value is already on the line: the reason need not say it again.
+        shown = f"transport_url {mask_url_passwords(value)!r}"
+        reason = mask_url_passwords(str(exc)).replace(f" in {shown}", "").replace(shown, "it")
+        raise _BadValue(f"rabbit://user:pass@host:port/vhost ({reason})") from None
+
+
+def unknown_name_warnings(raw: RawConfig) -> list[str]:
+    """Sections and options asyncsched does not know that look like a typo of one it does
+    (or sit in a section of ours): one line each, ``file:line: ...; did you mean ...?``."""
+    auth = raw.get("placement", {}).get("auth_section")
+    auth_section = _normalize_section(auth[-1].value.strip()) if auth else None
+    out: list[str] = []
+    for section, keys in raw.items():
+        lines = sorted((rv for values in keys.values() for rv in values), key=lambda rv: rv.seq)
+        attr = opts.SECTIONS.get(section)
+        if attr is None:
+            near = closest(section, opts.SECTIONS, n=1, cutoff=TYPO_CUTOFF)
+            if near and lines and section != auth_section:
+                out.append(
+                    f"{_at(lines[0])}: unknown section [{section}]; did you mean [{near[0]}]?"
+                )
+            continue
+        fields = dataclasses.fields(_SECTION_CLASSES[attr])
+        if any(f.metadata.get("rest") for f in fields):  # its other keys are read (plugins)
+            continue
+        known = {n for f in fields for n in (f.name, *f.metadata.get("deprecated_names", ()))}
+        for key, values in keys.items():
+            if key in known:
+                continue
+            near = closest(key, known, n=1, cutoff=TYPO_CUTOFF)
+            if not near and section in OWN_SECTIONS:
+                near = closest(key, known, n=1)
+            if near:
+                out.append(
+                    f"{_at(values[-1])}: unknown option [{section}] {key}; did you mean {near[0]}?"
+                )
+    return out
+
+
+def _at(rv: RawValue) -> str:
+    return f"{rv.source}:{rv.lineno}"
+
+
+def origins_of(raw: RawConfig) -> dict[tuple[str, str], str]:
+    """``(section, option)`` -> ``file:line`` of the line whose value counts (the last)."""
+    return {(section, key): _at(lines[-1]) for section, keys in raw.items()
+            for key, lines in keys.items() if lines}  # fmt: skip
 
 
 def load(sources: ConfigSources) -> LoadedConfig:
@@ -484,7 +547,13 @@ def load(sources: ConfigSources) -> LoadedConfig:
     paths = sources.files()
     raw = read_files(paths)
     config, ignored = build_config(raw)
-    return LoadedConfig(config, tuple(str(p) for p in paths), tuple(ignored))
+    return LoadedConfig(
+        config,
+        tuple(str(p) for p in paths),
+        tuple(ignored),
+        tuple(unknown_name_warnings(raw)),
+        origins_of(raw),
+    )
 
 
 def load_config(files: Iterable[str] = (), dirs: Iterable[str] = ()) -> opts.Config:

@@ -81,8 +81,7 @@ def parse_transport_url(url: str) -> TransportURL:
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
         raise ConfigError(
-            f"transport_url {mask_url_passwords(text)!r} is not a rabbit:// URL (asyncsched speaks "
-            "oslo.messaging's rabbit driver only)"
+            f"transport_url {mask_url_passwords(text)!r} is not rabbit://, the only driver"
         )
     netloc, _, path_query = rest.partition("/")
     parts = urlsplit("x://h/" + path_query)

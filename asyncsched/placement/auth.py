@@ -26,6 +26,7 @@ from keystoneauth1 import plugin as ks_plugin
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import base as ks_identity
 
+from asyncsched.common.strings import closest
 from asyncsched.conf.loader import FALSE_WORDS, TRUE_WORDS
 from asyncsched.conf.options import KEYSTONE_SESSION_OPTIONS, PlacementOptions
 from asyncsched.exceptions import ConfigError, PlacementError
@@ -116,10 +117,10 @@ def load_plugin(options: PlacementOptions) -> ks_plugin.BaseAuthPlugin:
     try:
         loader: ks_loading.BaseLoader[Any] = ks_loading.get_plugin_loader(name)
     except ks_exc.NoMatchingPlugin:
-        installed = ", ".join(sorted(ks_loading.get_available_plugin_names()))
+        near = ", ".join(closest(name, ks_loading.get_available_plugin_names()))
         raise ConfigError(
             f"[placement] auth_type = {options.auth_type!r}: no keystoneauth plugin of that "
-            f"name; installed: {installed}"
+            f"name; closest installed: {near}"
         ) from None
     getter: Callable[[ks_loading.Opt], Any] = lambda opt: _option_value(options, opt)  # noqa: E731
     try:

@@ -9,14 +9,18 @@ claimed, assumed or changed (see ``dryrun``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from asyncsched.conf.options import Config
-from asyncsched.objects.models import RequestSpec, Selection
-from asyncsched.scheduling.dryrun import HOST_RULES, DryRun, FirstInstance, dry_run
+from asyncsched.exceptions import NoValidHost
+from asyncsched.objects.models import Destination, RequestSpec, Selection
+from asyncsched.scheduling.candidate import HostCandidate
+from asyncsched.scheduling.dryrun import HOST_RULES, DryRun, DryRunManager, FirstInstance, dry_run
+from asyncsched.scheduling.engine import DecisionEngine
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.state.host_state import HostState
 
@@ -67,13 +71,20 @@ class RankedHost:
 
 @dataclass(frozen=True, slots=True)
 class HostVerdict:
-    """Where a named host stands for this request."""
+    """Where a named host stands for this request.
+
+    ``failed``: every rule the host fails, each filter judged on the host alone (not only the
+    first that dropped it), so one answer names them all (disabled, too small, wrong AZ ...).
+    """
 
     host: str
-    verdict: str  # selected | ranked | rejected | not-a-candidate | unknown-host
+    # selected | ranked | rejected | beyond-limit | not-a-candidate | unknown-host
+    verdict: str
     rank: int | None = None  # among the hosts that passed every filter
     step: str | None = None  # the step that dropped it
     reason: str | None = None  # that step's reason code
+    failed: tuple[tuple[str, str], ...] = ()  # (rule, reason code), in the filters' order
+    limit: int | None = None  # beyond-limit: [scheduler] max_placement_results
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +93,8 @@ class HostVerdict:
             "rank": self.rank,
             "step": self.step,
             "reason": self.reason,
+            "failed": [{"step": step, "reason": code} for step, code in self.failed],
+            "limit": self.limit,
         }
 
 
@@ -135,7 +148,11 @@ async def explain(
     first = run.hosts.first if run.hosts is not None else None
     steps = _funnel(run, known, first, config.scheduler.max_placement_results)
     ranked = _ranked(run, first)
-    verdict = _verdict(run, cache, first, ranked, host) if host else None
+    verdict = None
+    if host:
+        verdict = _verdict(run, cache, first, ranked, host)
+        if verdict.verdict == "not-a-candidate":
+            verdict = await _outside(config, cache, placement, run, spec, host, clock=clock)
     outcome = "ok" if run.error is None else f"NoValidHost: {run.error}"
     return Explanation(
         outcome=outcome,
@@ -219,7 +236,7 @@ def _verdict(
     hosts = run.hosts
     uuids = {h.uuid for h in live}
     base = [i for i, s in enumerate(hosts.states) if s.uuid in uuids] if hosts else []
-    if hosts is None or first is None or not base:
+    if hosts is None or first is None or not base:  # _outside finds out why
         return HostVerdict(name, "not-a-candidate", step=PLACEMENT_STEP, reason="not-a-candidate")
     chosen = {alts[0].compute_node_uuid for alts in run.selections}
     if uuids & chosen:
@@ -233,9 +250,73 @@ def _verdict(
     state = next(h for h in live if h.uuid == hosts.states[i].uuid)
     alone = run.engine.start([state], [list(hosts.cands[i])])
     skip = alone.apply_host_rules(first.spec)
-    if len(alone) and not skip:
-        alone.filter(first.spec, 0)
-    for step, codes in alone.reasons.items():
-        for code in codes:
-            return HostVerdict(name, "rejected", step=step, reason=code)
+    ruled = tuple((step, code) for step, codes in alone.reasons.items() for code in codes)
+    failed = ruled if skip else ruled + failing_rules(run.engine, state, hosts.cands[i], first.spec)
+    if failed:
+        (step, code), *_ = failed
+        return HostVerdict(name, "rejected", step=step, reason=code, failed=failed)
     return HostVerdict(name, "rejected", reason="not chosen (filtered after the first instance)")
+
+
+def failing_rules(
+    engine: DecisionEngine,
+    state: HostState,
+    cands: Sequence[dict[str, Any]] | None,
+    spec: RequestSpec,
+) -> tuple[tuple[str, str], ...]:
+    """Every enabled filter that refuses ``state`` for ``spec``, each asked on its own (the
+    engine stops at the first). ``cands`` None: Placement gave the host no candidate, so the
+    filters that read candidates (NUMA, PCI ...) have nothing to judge and are not asked."""
+    out = []
+    for step in engine.steps:
+        f = step.plugin
+        if (spec.is_rebuild and not f.RUN_ON_REBUILD) or not f.is_active(spec):
+            continue
+        if f.is_state_only():
+            code = f.filter_states([state], spec)[0]
+        elif cands is None:
+            continue
+        else:
+            code = f.host_passes(HostCandidate(state, list(cands), {}), spec)
+        if code is not None:
+            out.append((f.name, code))
+    return tuple(out)
+
+
+async def _outside(
+    config: Config,
+    cache: HostCache,
+    placement: Placement,
+    run: DryRun,
+    spec: RequestSpec,
+    name: str,
+    *,
+    clock: Callable[[], datetime],
+) -> HostVerdict:
+    """A host Placement's answer did not hold: ask Placement for this host alone (nova's
+    ``in_tree`` query of a requested destination). Candidates there and the answer was cut
+    at ``max_placement_results``: the host is beyond the limit, not short of room. Then every
+    filter judges it, so the answer also names what else it fails."""
+    state = _named(cache, name)[0]
+    limit = config.scheduler.max_placement_results
+    capped = run.hosts is not None and run.hosts.initial >= limit
+    dest = Destination(host=state.host, node=state.nodename)
+    probe = dataclasses.replace(spec, requested_destination=dest, num_instances=1)
+    mgr = DryRunManager.over(config, cache, placement, clock=clock)
+    cands: list[dict[str, Any]] | None = None
+    try:
+        hosts, probe = await mgr.hosts_for(probe)
+        cands = next((list(c) for s, c in zip(hosts.states, hosts.cands, strict=True)
+                      if s.uuid == state.uuid), None)  # fmt: skip
+    except NoValidHost:  # no candidate on it, or Placement failed: as the first answer
+        pass
+    filtered = dataclasses.replace(probe, requested_destination=spec.requested_destination)
+    failed = failing_rules(run.engine, state, cands, filtered)
+    if cands is not None and capped:
+        return HostVerdict(
+            name, "beyond-limit", step=PLACEMENT_STEP, reason="beyond-limit", failed=failed,
+            limit=limit,
+        )  # fmt: skip
+    return HostVerdict(
+        name, "not-a-candidate", step=PLACEMENT_STEP, reason="not-a-candidate", failed=failed
+    )

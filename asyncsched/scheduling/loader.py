@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import TypeVar
 
+from asyncsched.common.strings import closest
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError
 from asyncsched.scheduling import filters as filters_pkg
@@ -39,6 +40,24 @@ ALL_WEIGHERS = (
 GUARDED_FILTERS = {
     "NUMATopologyFilter": "asyncsched.scheduling.filters.numa_topology",
     "PciPassthroughFilter": "asyncsched.scheduling.filters.pci_passthrough",
+}
+
+#: Filters nova removed, with the release (from nova's release notes and the commits that
+#: deleted them): a nova.conf that still names one is refused with that reason, as nova is.
+REMOVED_FILTERS = {
+    "TrustedFilter": "17.0.0 (Queens)",
+    "TypeAffinityFilter": "17.0.0 (Queens)",
+    "ExactCoreFilter": "18.0.0 (Rocky)",
+    "ExactDiskFilter": "18.0.0 (Rocky)",
+    "ExactRamFilter": "18.0.0 (Rocky)",
+    "CoreFilter": "20.0.0 (Train; Placement filters VCPU)",
+    "DiskFilter": "20.0.0 (Train; Placement filters DISK_GB)",
+    "RamFilter": "20.0.0 (Train; Placement filters MEMORY_MB)",
+    "RetryFilter": "22.0.0 (Victoria; alternates replaced it)",
+    "AggregateCoreFilter": "22.0.0 (Victoria; use allocation ratios)",
+    "AggregateDiskFilter": "22.0.0 (Victoria; use allocation ratios)",
+    "AggregateRamFilter": "22.0.0 (Victoria; use allocation ratios)",
+    "AvailabilityZoneFilter": "28.0.0 (2023.2; Placement's AZ pre-filter does it)",
 }
 
 P = TypeVar("P", BaseHostFilter, BaseHostWeigher)
@@ -136,11 +155,13 @@ def _resolve(
         if isinstance(found, type) and issubclass(found, base):
             out.append(found)
             continue
-        known = ", ".join(sorted(builtin))
-        raise ConfigError(
-            f"[filter_scheduler] {option}: unknown or invalid plugin {name!r} "
-            f"(known: {known}; or an entry point in {group}, or a dotted class path)"
-        )
+        if base is BaseHostFilter and short in REMOVED_FILTERS:
+            raise ConfigError(
+                f"[filter_scheduler] {option}: {short} was removed in nova "
+                f"{REMOVED_FILTERS[short]}; remove it"
+            )
+        near = ", ".join(closest(short, builtin))
+        raise ConfigError(f"[filter_scheduler] {option}: unknown plugin {name!r}; closest: {near}")
     return out
 
 

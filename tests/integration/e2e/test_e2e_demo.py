@@ -47,9 +47,19 @@ def test_demo_boots_a_batch_through_the_real_stack_and_cleans_up() -> None:
         r"^  [0-9a-f]{8}  ((?:east|west)-\d\d)  \1  cell[12]  (east|west) ", out, re.M
     )
     assert len(rows) == 30 + 4
-    # Usage rows: instances per host add up to the 34 claimed.
+    # Usage rows: instances per host add up to the 35 claimed (30 + 4 + step 4b's one).
     usage = re.findall(r"^  (?:east|west)-\d\d  \w+ +\d+/\d+ +\d+/\d+ +\d+/\d+ +(\d+)", out, re.M)
-    assert len(usage) == 24 and sum(map(int, usage)) == 34
+    assert len(usage) == 24 and sum(map(int, usage)) == 35
+    # Step 7, "see why" on the admin endpoint the demo turned on: explain names the disabled
+    # host's rule, capacity counts what still fits (and leaves it out).
+    assert re.search(r"admin_listen = 127\.0\.0\.1:\d+\)", out)
+    assert "$ asyncsched explain --vcpus 4 --ram 16384 --disk 80 --top 3 --host east-12" in out
+    assert "host east-12: rejected by ComputeFilter (disabled)" in out
+    assert re.search(r"ComputeFilter +24 +23 +-1 \(disabled 1\)", out), out
+    assert "$ asyncsched capacity --vcpus 4 --ram 16384 --disk 80" in out
+    fit = re.search(r"(\d+) more instances fit, on 23 of 24 hosts", out)
+    assert fit and int(fit.group(1)) > 0, out
+    assert "hosts taking none: ComputeFilter: disabled 1" in out
     tag = re.search(r"PostgreSQL: (asyncsched_demo_[0-9a-f]+)_api", out)
     placement_db = re.search(r"database (placement_test_[0-9a-f]+)\)", out)
     assert tag and placement_db

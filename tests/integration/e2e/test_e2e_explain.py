@@ -68,6 +68,7 @@ class Stack:
     daemon: ServeProcess
     url: str
     token_file: Path
+    transport_url: str
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``python -m asyncsched <args> --url U --token-file F``, as an operator runs it."""
@@ -109,7 +110,9 @@ async def stack(
         async with serving(write_config(tmp, config, admin_token=TOKEN)) as daemon:
             found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", daemon.stderr())
             assert found, daemon.stderr()
-            yield Stack(db, placement_server, cloud, daemon, found.group(1), tmp / "token")
+            yield Stack(
+                db, placement_server, cloud, daemon, found.group(1), tmp / "token", module_amqp_url
+            )
     finally:
         await db.drop()
 
@@ -124,7 +127,7 @@ async def test_explain_names_disabled_on_a_disabled_host_and_claims_nothing(stac
         stack.cli, "explain", "--vcpus", "2", "--ram", "4096", "--disk", "40", "--host", "east-3"
     )
     assert done.returncode == 0, done.stderr
-    assert "host east-3: rejected by ComputeFilter: disabled" in done.stdout
+    assert "host east-3: rejected by ComputeFilter (disabled)" in done.stdout
     assert re.search(r"ComputeFilter\s+5\s+4\s+-1 \(disabled 1\)", done.stdout), done.stdout
     assert await stack.usages() == before == {name: {} for name in stack.cloud.hosts}
     no_token = await asyncio.to_thread(
@@ -135,6 +138,48 @@ async def test_explain_names_disabled_on_a_disabled_host_and_claims_nothing(stac
         text=True,
     )
     assert no_token.returncode == 1 and "HTTP 401" in no_token.stderr
+
+
+async def test_a_host_outside_max_placement_results_is_said_to_be_so(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """A second daemon on the same cloud (nothing booted yet: every host has room) with
+    [scheduler] max_placement_results = 2: the real Placement returns 2 of the 5 hosts; every
+    other one is said to be beyond the limit (not "no room or traits"), and the disabled host
+    is named disabled wherever it is."""
+    config = daemon_config(
+        transport_url=stack.transport_url,
+        api_url=stack.db.api_url,
+        placement=replace(stack.placement.options, timeout=30.0),
+        scheduler_host=f"e2e-explain-limit-{uuid.uuid4().hex[:8]}",
+        refresh_interval=3600.0,
+        full_resync_interval=3600.0,
+        admin_listen="127.0.0.1:0",
+    )
+    conf = write_config(tmp_path, config, admin_token=TOKEN)
+    conf.write_text(conf.read_text() + "[scheduler]\nmax_placement_results = 2\n")
+    async with serving(conf) as daemon:
+        found = re.search(r"admin endpoint on (http://127\.0\.0\.1:\d+)", daemon.stderr())
+        assert found, daemon.stderr()
+        limited = replace(stack, url=found.group(1))
+        verdicts = {}
+        for name in stack.cloud.hosts:
+            answer = await admin(
+                limited, "POST", "/v1/explain", {"request_spec": primitive(1), "host": name}
+            )
+            assert answer["steps"][0]["out"] == 2, answer["steps"][0]
+            verdicts[name] = answer["host"]
+        east3 = await asyncio.to_thread(limited.cli, "explain", *FLAGS, "--host", "east-3")
+    kinds = [v["verdict"] for v in verdicts.values()]
+    assert kinds.count("beyond-limit") == 3, verdicts
+    assert all(v["limit"] == 2 for v in verdicts.values() if v["verdict"] == "beyond-limit")
+    assert {"step": "ComputeFilter", "reason": "disabled"} in verdicts["east-3"]["failed"]
+    assert east3.returncode == 0, east3.stderr
+    if verdicts["east-3"]["verdict"] == "beyond-limit":
+        assert "not among the first 2 allocation candidates" in east3.stdout, east3.stdout
+        assert "it also fails ComputeFilter (disabled)" in east3.stdout, east3.stdout
+    else:
+        assert "host east-3: rejected by ComputeFilter (disabled)" in east3.stdout, east3.stdout
 
 
 async def admin(stack: Stack, method: str, path: str, body: Any = None) -> dict[str, Any]:

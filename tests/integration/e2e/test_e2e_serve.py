@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -46,6 +47,9 @@ async def relay(seeded: SeededStack) -> AsyncIterator[Relay]:
         await r.close()
 
 
+STARTUP: list[float] = []  # seconds from spawn to READY=1, measured by the serve fixture
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def serve(
     seeded: SeededStack,
@@ -73,10 +77,12 @@ async def serve(
     conf = tmp / "asyncsched.conf"
     conf.write_text(config_file_text(config))
     daemon = ServeProcess(conf, tmp / "stderr.log")
+    started = time.monotonic()
     daemon.start()
     try:
         ready = await asyncio.to_thread(daemon.listener.wait_for, "READY", "1", 60.0)
         assert daemon.proc is not None and ready["MAINPID"] == str(daemon.proc.pid)
+        STARTUP.append(time.monotonic() - started)
         yield daemon
     except BaseException:
         print(daemon.stderr())
@@ -125,7 +131,9 @@ async def test_serve_health_file_reports_components_and_cache(serve: ServeProces
     comps = health["components"]
     assert health["state"] == "running"
     assert set(comps) == {"looplag", "hoststate", "placement", "scheduler", "rpc"}
-    assert comps["looplag"]["max_s"] < 5.0  # the loop's longest hold since start, in seconds
+    # The loop's longest hold since start, against the start-up this run measured (process
+    # start, imports, host-state load, Placement, RabbitMQ): a hold as long would be a stall.
+    assert comps["looplag"]["max_s"] < STARTUP[0] / 2, (comps["looplag"], STARTUP)
     assert comps["hoststate"]["stale"] is False and comps["hoststate"]["hosts"] == 36
     assert comps["scheduler"]["host_state_stale"] is False
     assert comps["placement"]["max_version"]

@@ -91,10 +91,9 @@ async def test_unreachable_broker_is_logged_and_never_blocks(
     notifier = build_notifier(config)
     await notifier.start()
     ctx = codec.decode_context({"_context_request_id": "req-x"})
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
     notifier.select_destinations("start", ctx, request_spec())
-    assert loop.time() - t0 < 0.05  # queued, not sent on the caller's time
+    # Queued, not sent on the caller's time: nothing was tried before the loop turns.
+    assert notifier.health()["failed"] == 0
     for _ in range(500):
         if notifier.health()["failed"]:
             break

@@ -49,6 +49,8 @@ async def test_explain_names_the_disabled_host_and_claims_nothing(
         "rank": None,
         "step": "ComputeFilter",
         "reason": "disabled",
+        "failed": [{"step": "ComputeFilter", "reason": "disabled"}],
+        "limit": None,
     }
     assert out["outcome"] == "ok" and out["claimed"] is False
     assert out["selections"][0]["host"] in {"cmp0", "cmp2"}

@@ -9,17 +9,9 @@ from pathlib import Path
 import pytest
 
 from asyncsched.cli import EX_CONFIG, main
+from tests.support.check_config import BASE, check_config
 
 ROOT = Path(__file__).resolve().parents[3]
-BASE = (
-    "[api_database]\nconnection = postgresql://nova@127.0.0.1:1/nova_api\n"
-    "[placement]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1\ntoken = admin\n"
-)
-
-
-def check_config(conf: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    code = main(["check-config", "--config-file", str(conf)])
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def serve_error(conf: Path) -> list[str]:

@@ -267,7 +267,7 @@ BAD_VALUES = [
     ("placement", "auth_url", "keystone:5000", "an http:// or https:// URL"),
     ("placement", "endpoint_override", "ftp://placement", "an http:// or https:// URL"),
     ("placement", "valid_interfaces", "internal,private", "public, internal, admin"),
-    ("DEFAULT", "transport_url", "kafka://k:9092/", "rabbit://user:password@host"),
+    ("DEFAULT", "transport_url", "kafka://k:9092/", "rabbit://user:pass@host"),
     ("DEFAULT", "transport_url", "rabbit:///", "names no broker host"),
     ("DEFAULT", "transport_url", "rabbit://u:p@mq:notaport/", "bad port"),
     ("database", "connection", "sqlite:////var/lib/nova/nova.sqlite", "a PostgreSQL URL"),

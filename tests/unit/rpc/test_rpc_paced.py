@@ -29,7 +29,6 @@ from tests.support import nova_primitives as P
 from tests.support.loop_gap import max_gap_while
 
 BIG = 5000
-MAX_GAP = 0.15  # generous on a loaded machine; the one-shot path held the loop ~0.4-0.6 s
 UID = "0123456789abcdef0123456789abcdef"
 
 
@@ -204,4 +203,6 @@ async def test_a_5000_instance_reply_keeps_the_loop_turning() -> None:
     assert reply["failure"] is None and reply["_msg_id"] == "m-big"
     assert len(reply["result"]) == BIG and len(reply["result"][0]) == 3
     assert codec.decode_selection(reply["result"][-1][2]) == selections[-1][2]
-    assert gap < MAX_GAP, f"the loop stalled {gap:.3f} s during a {took:.2f} s reply"
+    # The one-shot path held the loop for the whole encoding (gap == took); the bound is
+    # relative to this run's own duration, so a loaded machine slows both sides alike.
+    assert gap < took / 4, f"the loop stalled {gap:.3f} s during a {took:.2f} s reply"

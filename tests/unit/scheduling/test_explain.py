@@ -137,3 +137,41 @@ async def test_the_placement_limit_is_said_when_it_cut_the_candidates() -> None:
     out, _, _ = await run(cloud(5), boot(), conf=conf)
     assert (out.steps[0].hosts_in, out.steps[0].hosts_out) == (5, 3)
     assert out.steps[0].note is not None and "max_placement_results" in out.steps[0].note
+
+
+async def test_a_host_beyond_max_placement_results_is_said_to_be_so_with_its_rules() -> None:
+    """Placement returns the first 2 of 6 hosts: the others have room and fall outside the
+    limit; the disabled one among them is also named disabled (the filters judge it alone)."""
+    hosts = cloud(6)
+    hosts[4].service = ServiceInfo(id=5, host="cmp4", disabled=True, last_seen_up=NOW)
+    conf = config(filter_scheduler=WEIGHERS, scheduler={"max_placement_results": 2})
+    before = snapshot(hosts)
+    out, _, placement = await run(hosts, boot(), host="cmp5", conf=conf)
+    assert out.steps[0].hosts_out == 2 and out.host is not None
+    assert (out.host.verdict, out.host.limit, out.host.failed) == ("beyond-limit", 2, ())
+    out, _, _ = await run(hosts, boot(), host="cmp4", conf=conf)
+    assert out.host is not None
+    assert out.host.verdict == "beyond-limit"
+    assert out.host.failed == (("ComputeFilter", "disabled"),)
+    assert out.host.as_dict()["failed"] == [{"step": "ComputeFilter", "reason": "disabled"}]
+    assert snapshot(hosts) == before and placement.allocations == {}
+
+
+async def test_a_rejected_host_is_named_with_every_rule_it_fails_not_only_the_first() -> None:
+    hosts = cloud(4)
+    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
+    hosts[1].num_io_ops = 50
+    filters = {**WEIGHERS, "enabled_filters": ["ComputeFilter", "IoOpsFilter"]}
+    out, _, _ = await run(hosts, boot(), host="cmp1", conf=config(filter_scheduler=filters))
+    assert out.host is not None and out.host.verdict == "rejected"
+    assert [step for step, _ in out.host.failed] == ["ComputeFilter", "IoOpsFilter"]
+    assert (out.host.step, out.host.reason) == out.host.failed[0] == ("ComputeFilter", "disabled")
+
+
+async def test_a_host_without_room_is_not_a_candidate_and_still_judged_by_the_filters() -> None:
+    hosts = cloud(3)
+    hosts[1].total_usable_ram_mb = 512  # Placement has no room on it
+    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
+    out, _, _ = await run(hosts, boot(), host="cmp1")
+    assert out.host is not None and out.host.verdict == "not-a-candidate"
+    assert out.host.failed == (("ComputeFilter", "disabled"),)

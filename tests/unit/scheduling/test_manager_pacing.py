@@ -3,7 +3,9 @@
 A 5,000-instance select_destinations is about a second of CPU. Before pacing it ran without
 one await, so heartbeats, the watchdog and every other call waited for all of it. These tests
 measure the loop's longest gap with a ticker while such a request runs, and check that a small
-call sent after the big one is answered first.
+call sent after the big one is answered first. The bound is relative to the request's own
+duration, measured in the same run (a request that never yields stalls the loop for all of it),
+so a loaded machine slows both sides alike; how fast it is belongs to bench/.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from tests.support.sched_helpers import NOW, config, host
 
 CTX = RequestContext(request_id="req-big", user_id="u", project_id="p")
 BIG = 5000
-MAX_GAP = 0.5  # generous: this checks that the request yields, not how fast it is
 
 
 class CountingPlacement:
@@ -93,9 +94,10 @@ async def test_a_5000_instance_request_keeps_the_loop_turning(with_uuids: bool) 
     took = time.perf_counter() - t0
     assert len(result) == BIG
     assert placement.claims == (BIG if with_uuids else 0)
-    assert gap < MAX_GAP, f"the loop stalled {gap:.3f} s during a {took:.2f} s request"
-    # It yielded all along, not once (the pacer's budget is 10 ms; allow a loaded machine).
-    assert ticks >= took / 0.1, f"{ticks} ticks in {took:.2f} s"
+    # Unpaced, the longest gap is the whole request (gap == took, one tick).
+    assert gap < took / 4, f"the loop stalled {gap:.3f} s during a {took:.2f} s request"
+    # It yielded all along, not once or twice (the pacer's budget is 10 ms).
+    assert ticks >= 4, f"{ticks} ticks in {took:.2f} s"
     if not with_uuids:  # nova: without instance uuids the consumption is request-local
         assert not cache.consumed
 
