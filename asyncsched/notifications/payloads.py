@@ -26,7 +26,7 @@ from asyncsched.objects.models import (
 )
 
 # Image fields of nova's ImageMetaPayload that the request model does not carry: null in the
-# payload (see README "Where asyncsched knowingly differs").
+# payload (see docs/parity.md "Where asyncsched knowingly differs").
 _IMAGE_FIELDS_NOT_KEPT = (
     "visibility",
     "protected",

@@ -2,7 +2,7 @@
 
 The fixture installs nova 34 from PyPI into .venv-nova (tools/nova_venv.sh, about 45 s the
 first time, nothing afterwards). Every difference is printed with its minimal case; the ones
-README lists under "Where asyncsched knowingly differs" are explained, any other fails.
+docs/parity.md lists under "Where asyncsched knowingly differs" are explained, any other fails.
 `make parity` runs the same comparison at a larger size.
 """
 

@@ -10,11 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 # Written by other engineers in the same wave; they appear at merge.
 ARRIVING = {
-    "docs/service-state.md",
-    "docs/moves.md",
     "docs/nova-operations.md",
-    "docs/hostile-input.md",
-    "docs/admin-security.md",
 }
 
 

@@ -1,8 +1,8 @@
-"""Differences README lists under "Where asyncsched knowingly differs from nova".
+"""Differences docs/parity.md lists under "Where asyncsched knowingly differs from nova".
 
 Each rule recognises one documented case precisely: which answer differs, what nova answered
 and what in the case causes it. Anything else is an unexplained difference. Keep this list and
-README's in step.
+docs/parity.md's in step.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For each seeded case the nova worker (a long-lived subprocess under .venv-nova, 
 answers first; asyncsched answers from the same rows and RequestSpec primitive. Every part
 that differs (one filter's kept hosts, one weigher's scores, the NUMA fits, the PCI checks,
 the multi-create picks) is shrunk to a minimal case by dropping hosts, then request and host
-details, while it still differs. A difference README lists under "Where asyncsched knowingly
+details, while it still differs. A difference docs/parity.md lists under "Where asyncsched knowingly
 differs" is reported as explained (with the reason); any other is unexplained.
 """
 
