@@ -1,6 +1,7 @@
 """The Placement mirror's usage refresh at 10,000 / 100,000 providers: the array form it had
-(three int arrays, a Python step per sum) against the 16-byte-record form (numpy), measured
-in the same run, interleaved, on one PostgreSQL table shaped as Placement's ``allocations``
+(three int arrays decoded into Python ints, a Python step per sum) against the binary form
+(the same arrays through ``array_send``, read and diffed in numpy), measured in the same
+run, interleaved, on one PostgreSQL table shaped as Placement's ``allocations``
 (its ``allocations_resource_provider_class_used_idx`` included).
 
 Each round claims ``--claims`` new allocations, then times one usage read + diff + usage of
@@ -37,7 +38,7 @@ OldArrays = tuple[list[int], list[int], list[int]]
 
 
 def _old_touched(old: OldArrays, new: OldArrays) -> set[int]:
-    """The diff as it was (reader.py before the record form), for the A/B only."""
+    """The diff as it was (reader.py before the binary form), for the A/B only."""
     if old == new:
         return set()
     if old[0] == new[0] and old[1] == new[1]:
@@ -93,7 +94,7 @@ async def measure(providers: int, rounds: int, claims: int) -> None:
         await _seed(conn, providers)
         names = Names(CLASSES, {})
         old_prev: OldArrays = tuple(map(list, await conn.fetchrow(_OLD_QUERY)))  # type: ignore[assignment]
-        new_prev = UsageArrays.decode(await conn.fetchval(reader._USAGE_PRINTS))
+        new_prev = UsageArrays.decode(*await conn.fetchrow(reader._USAGE_PRINTS))
         rng = random.Random(providers)
 
         async def old_form() -> int:
@@ -107,13 +108,13 @@ async def measure(providers: int, rounds: int, claims: int) -> None:
 
         async def new_form() -> int:
             nonlocal new_prev
-            got = UsageArrays.decode(await conn.fetchval(reader._USAGE_PRINTS))
+            got = UsageArrays.decode(*await conn.fetchrow(reader._USAGE_PRINTS))
             touched = reader._usage_touched(new_prev, got)
             reader._used_of(got, names, touched)
             new_prev = got
             return len(got.rp)
 
-        forms: dict[str, Callable[[], Awaitable[int]]] = {"array": old_form, "record": new_form}
+        forms: dict[str, Callable[[], Awaitable[int]]] = {"array": old_form, "binary": new_form}
         wall: dict[str, list[float]] = {k: [] for k in forms}
         cpu: dict[str, list[float]] = {k: [] for k in forms}
         sums = 0
@@ -129,10 +130,10 @@ async def measure(providers: int, rounds: int, claims: int) -> None:
         med = {
             k: (statistics.median(wall[k]) * 1e3, statistics.median(cpu[k]) * 1e3) for k in forms
         }
-        (ow, oc), (nw, nc) = med["array"], med["record"]
+        (ow, oc), (nw, nc) = med["array"], med["binary"]
         print(
             f"providers={providers} sums={sums} rounds={rounds} claims/round={claims} | "
-            f"array form: {ow:.1f} ms wall, {oc:.1f} ms CPU | record form: {nw:.1f} ms wall, "
+            f"array form: {ow:.1f} ms wall, {oc:.1f} ms CPU | binary form: {nw:.1f} ms wall, "
             f"{nc:.1f} ms CPU | ratio wall {ow / nw:.2f}x, CPU {oc / nc:.2f}x"
         )
     finally:

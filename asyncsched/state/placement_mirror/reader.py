@@ -5,11 +5,11 @@ allocation write, so the (id, generation, root, parent, name hash) of every prov
 PostgreSQL aggregates into arrays (one row), name the providers whose rows, inventories,
 traits and aggregates must be read again. ``DELETE /allocations/{consumer}`` does not touch
 any generation, so usage is read on its own, summed per provider and class over the index
-Placement keeps for that (``allocations_resource_provider_class_used_idx``), as one string of
-16-byte records that numpy reads whole (no Python int per sum: 285,050 sums at 100,000
-providers). Comparing with the previous refresh is a byte comparison when nothing moved and a
-numpy diff otherwise, so the Python work of a refresh is per provider touched, and an idle
-10,000-provider cloud costs two rows and almost no CPU here. Every read of
+Placement keeps for that (``allocations_resource_provider_class_used_idx``), as three arrays
+in PostgreSQL's binary form that numpy reads whole (no Python int per sum: 285,050 sums at
+100,000 providers). Comparing with the previous refresh is a byte comparison when nothing
+moved and a numpy diff otherwise, so the Python work of a refresh is per provider touched,
+and an idle 10,000-provider cloud costs two rows and almost no CPU here. Every read of
 one refresh runs in one read-only REPEATABLE READ transaction: one instant of Placement.
 """
 
@@ -23,6 +23,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
+from asyncsched.exceptions import AsyncschedError
 from asyncsched.state.placement_mirror.model import (
     SHARING_TRAIT,
     Inventory,
@@ -51,16 +52,19 @@ _PROVIDER_PRINTS = (
     "COALESCE(array_agg(hashtext(COALESCE(name, '')) ORDER BY id), '{}') "
     "FROM resource_providers"
 )
-# One 16-byte record per (provider, class) sum, in one sort (the array form sorted three
-# times): numpy reads the whole answer without a Python int per value, and two refreshes
-# compare as bytes. The order is checked again in numpy (sorted there if it ever is not).
+# The same three arrays (and sorts) as PostgreSQL always built, sent in its binary array form
+# (``array_send``): numpy reads them whole, without a Python int per value, and two refreshes
+# compare as bytes. (A single string of records built per row cost PostgreSQL more than the
+# Python it saved: see docs/scale.md.)
 _USAGE_PRINTS = (
-    "SELECT COALESCE(string_agg(int4send(rp) || int4send(rc) || int8send(n), ''::bytea "
-    "ORDER BY rp, rc), ''::bytea) "
+    "SELECT array_send(COALESCE(array_agg(rp ORDER BY rp, rc), '{}')), "
+    "array_send(COALESCE(array_agg(rc ORDER BY rp, rc), '{}')), "
+    "array_send(COALESCE(array_agg(n ORDER BY rp, rc), '{}')) "
     "FROM (SELECT resource_provider_id AS rp, resource_class_id AS rc, SUM(used)::bigint AS n "
     "FROM allocations GROUP BY resource_provider_id, resource_class_id) AS u"
 )
-_USAGE_RECORD = np.dtype([("rp", ">i4"), ("rc", ">i4"), ("n", ">i8")])
+
+
 _CLASS_NAMES = "SELECT id, name FROM resource_classes"
 _TRAIT_NAMES = "SELECT id, name FROM traits"
 
@@ -71,6 +75,26 @@ class Names:
 
     classes: Mapping[int, str]
     traits: Mapping[int, str]
+
+
+class UsageFormatError(AsyncschedError):
+    """PostgreSQL's binary array is not the one-dimensional array without NULLs asked for."""
+
+
+def _array_values(raw: bytes, size: int) -> npt.NDArray[np.int64]:
+    """The values of a one-dimensional int4 (size 4) or int8 (size 8) array in
+    ``array_send``'s form: a header, then (length, value) per element."""
+    if len(raw) < 12:
+        raise UsageFormatError("short array")
+    ndim = int.from_bytes(raw[0:4], "big", signed=True)
+    if ndim == 0:
+        return np.empty(0, dtype=np.int64)
+    if ndim != 1 or raw[4:8] != bytes(4):
+        raise UsageFormatError("not a one-dimensional array without NULLs")
+    rec = np.frombuffer(raw, dtype=np.dtype([("len", ">i4"), ("v", f">i{size}")]), offset=20)
+    if len(rec) != int.from_bytes(raw[12:16], "big") or not bool(np.all(rec["len"] == size)):
+        raise UsageFormatError("unexpected element lengths")
+    return rec["v"].astype(np.int64)
 
 
 Int64s = npt.NDArray[np.int64]
@@ -86,15 +110,12 @@ class UsageArrays:
     n: Int64s
 
     @classmethod
-    def decode(cls, raw: bytes) -> UsageArrays:
-        rec = np.frombuffer(raw, dtype=_USAGE_RECORD)
-        rp, rc = rec["rp"].astype(np.int64), rec["rc"].astype(np.int64)
-        keys = (rp << 32) | rc
-        if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
-            order = np.argsort(keys, kind="stable")
-            rec, rp, rc = rec[order], rp[order], rc[order]
-            raw = rec.tobytes()
-        return cls(raw, rp, rc, rec["n"].astype(np.int64))
+    def decode(cls, rp: bytes, rc: bytes, n: bytes) -> UsageArrays:
+        """From the three ``array_send`` values of the usage query."""
+        rps, rcs, ns = _array_values(rp, 4), _array_values(rc, 4), _array_values(n, 8)
+        if not len(rps) == len(rcs) == len(ns):
+            raise UsageFormatError("arrays of different lengths")
+        return cls(rp + rc + n, rps, rcs, ns)
 
     @property
     def keys(self) -> Int64s:
@@ -182,7 +203,7 @@ async def read(
     """
     row = await conn.fetchrow(_PROVIDER_PRINTS)
     arrays: ProviderArrays = (list(row[0]), list(row[1]), list(row[2]), list(row[3]), list(row[4]))
-    usage = UsageArrays.decode(await conn.fetchval(_USAGE_PRINTS))
+    usage = UsageArrays.decode(*await conn.fetchrow(_USAGE_PRINTS))
     if old is None or prints is None:
         changed: list[int] = list(arrays[0])
         removed: list[int] = []
