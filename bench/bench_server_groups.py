@@ -4,8 +4,9 @@ form (every host asked for every instance), measured in the same run, CPU second
 Default filters and all weighers (nova's defaults), nova's consumption between instances, one
 ChangeLog over the hosts as the daemon's table keeps. The per-host form is the same engine with
 the index switched off (what the code did before the index), run on an identical cloud; the
-hosts chosen must be the same. The per-host form of a long soft-affinity run costs minutes, so
-it runs ``--old-soft`` instances of it and the per-instance figures are compared.
+hosts chosen must be the same. The same request with no server group is the floor: what an
+instance costs the rest of the decision. The per-host form of a long soft-affinity run costs
+minutes, so it runs ``--old-soft`` instances of it and the per-instance figures are compared.
 
     .venv/bin/python -m bench.bench_server_groups [--hosts 10000] [--anti 1000]
         [--soft 20000] [--old-soft 2000]
@@ -34,7 +35,7 @@ def _cloud(n: int) -> list[HostState]:
     return states
 
 
-def run(n_hosts: int, policy: str, count: int, *, index: bool) -> tuple[float, list[str]]:
+def run(n_hosts: int, policy: str | None, count: int, *, index: bool) -> tuple[float, list[str]]:
     """CPU seconds of ``count`` instances of one request, and the hosts chosen."""
     config = Config()
     filters, weighers = pipeline(config)
@@ -44,7 +45,7 @@ def run(n_hosts: int, policy: str, count: int, *, index: bool) -> tuple[float, l
             step.members = False
         eng.member_weighers = {}
     states = _cloud(n_hosts)
-    group = InstanceGroup(uuid="g", policy=policy, policies=(policy,))
+    group = None if policy is None else InstanceGroup(uuid="g", policy=policy, policies=(policy,))
     s = RequestSpec(
         flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1), instance_group=group, num_instances=count
     )
@@ -61,7 +62,8 @@ def run(n_hosts: int, policy: str, count: int, *, index: bool) -> tuple[float, l
         _consume(h, s, uuid)
         eng.refresh(h)
         g = s.instance_group
-        assert g is not None
+        if g is None:
+            continue
         s = dataclasses.replace(
             s,
             instance_group=dataclasses.replace(
@@ -74,13 +76,16 @@ def run(n_hosts: int, policy: str, count: int, *, index: bool) -> tuple[float, l
 def compare(n_hosts: int, policy: str, count: int, old_count: int) -> None:
     old_s, old_chosen = run(n_hosts, policy, old_count, index=False)
     new_s, new_chosen = run(n_hosts, policy, count, index=True)
+    floor_s, floor_chosen = run(n_hosts, None, count, index=True)
     same = new_chosen[: len(old_chosen)] == old_chosen
     old_per, new_per = old_s / max(1, len(old_chosen)), new_s / max(1, len(new_chosen))
     print(
         f"{policy:>14} hosts={n_hosts} | per-host form: {len(old_chosen)} instances "
         f"{old_s:.2f} s CPU ({old_per * 1e3:.2f} ms each) | index: {len(new_chosen)} instances "
         f"{new_s:.2f} s CPU ({new_per * 1e3:.2f} ms each) | ratio per instance "
-        f"{old_per / new_per:.1f}x | same hosts: {same}"
+        f"{old_per / new_per:.1f}x | same hosts: {same} | no group (the floor): "
+        f"{len(floor_chosen)} instances {floor_s:.2f} s CPU "
+        f"({floor_s / max(1, len(floor_chosen)) * 1e3:.2f} ms each)"
     )
     if not same:
         raise SystemExit("the two forms chose different hosts")
