@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from asyncsched.conf.options import Config
 from asyncsched.objects.host_resources import PciDevicePool
-from asyncsched.objects.models import Aggregate
+from asyncsched.objects.models import Aggregate, RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.scheduling.loader import load_filters, load_weighers
@@ -118,3 +118,14 @@ def make_cloud(
         for hs in hosts:
             hs.aggregates = tuple(by_host.get(hs.host, ()))
     return hosts, aggs
+
+
+def consume(h: HostState, s: RequestSpec, uuid: str) -> None:
+    """nova's consume_from_request arithmetic (what the cache does under the lock)."""
+    h.free_ram_mb -= s.flavor.memory_mb
+    h.free_disk_mb -= (s.flavor.root_gb + s.flavor.ephemeral_gb) * 1024
+    h.vcpus_used += s.flavor.vcpus
+    h.num_instances += 1
+    h.num_io_ops += 1
+    h.instances.add(uuid)
+    h.touch()

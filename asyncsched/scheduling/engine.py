@@ -41,6 +41,7 @@ from asyncsched.scheduling.columns import (
     IntArray,
 )
 from asyncsched.scheduling.filters.base import BaseHostFilter
+from asyncsched.scheduling.members import MemberFilter, MemberIndex, MemberWeigher, mask_without
 from asyncsched.scheduling.verdicts import VerdictCache
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
@@ -56,6 +57,7 @@ class _FilterStep:
     plugin: BaseHostFilter
     fast: ColumnMask | None
     state_only: bool
+    members: bool = False  # answers from the request's MemberIndex (server groups)
 
 
 @dataclass(slots=True)
@@ -72,6 +74,7 @@ class RequestHosts:
     initial: int = 0
     weights: FloatArray | None = None
     emptied_by: str | None = None  # the filter or host rule that left no host (metrics)
+    _members: MemberIndex | None = None  # built on first use by a server-group plugin
 
     # -- filtering -------------------------------------------------------------------------
 
@@ -84,6 +87,12 @@ class RequestHosts:
         if len(self.cur) == len(states):  # cur only ever narrows arange(n): nothing gone
             return states
         return [states[i] for i in self.cur.tolist()]
+
+    def member_index(self) -> MemberIndex:
+        """The hosts holding members of the request's server group (see members.py)."""
+        if self._members is None:
+            self._members = MemberIndex(self.states)
+        return self._members
 
     def _keep(self, mask: BoolArray, by: str) -> None:
         self.cur = self.cur[mask]
@@ -163,7 +172,10 @@ class RequestHosts:
                 continue
             if not f.is_active(spec):
                 continue
-            if step.fast is not None:
+            sparse = self._filter_members(f, spec) if step.members else None
+            if sparse is not None:
+                mask, reasons = sparse
+            elif step.fast is not None:
                 view = ColumnView(engine.columns, self.slots[self.cur])
                 mask, reasons = step.fast.run(view, engine.clock())
             elif step.state_only:
@@ -182,6 +194,13 @@ class RequestHosts:
             self._count(f.name, reasons)
             self._keep(mask, f.name)
         return len(self.cur)
+
+    def _filter_members(
+        self, f: BaseHostFilter, spec: RequestSpec
+    ) -> tuple[BoolArray, Counter[str]] | None:
+        assert isinstance(f, MemberFilter)
+        got = f.fails_on_members(self.member_index(), spec)
+        return None if got is None else mask_without(self.cur, *got)
 
     def _filter_candidates(
         self, f: BaseHostFilter, spec: RequestSpec
@@ -227,6 +246,8 @@ class RequestHosts:
             column = w.column
             if column is not None:
                 raw = engine.columns.num[column.name][slots]
+            elif (mw := engine.member_weighers.get(id(w))) is not None:
+                raw = mw.weigh_members(self.member_index(), spec, self.cur)
             else:
                 if states is None:
                     states = self.current_states()
@@ -373,8 +394,12 @@ class DecisionEngine:
             fast = f.column_mask()
             if fast is not None:
                 self.columns.register(fast.columns)
-            self.steps.append(_FilterStep(f, fast, type(f).is_state_only()))
+            sparse = isinstance(f, MemberFilter)
+            self.steps.append(_FilterStep(f, fast, type(f).is_state_only(), sparse))
         self.columns.register(w.column for w in self.weighers if w.column is not None)
+        self.member_weighers: dict[int, MemberWeigher] = {
+            id(w): w for w in self.weighers if isinstance(w, MemberWeigher)
+        }
 
     def set_aggregates(self, aggregates: Iterable[Aggregate]) -> None:
         """Index aggregate metadata keys -> member hosts (per-aggregate weigher multipliers).

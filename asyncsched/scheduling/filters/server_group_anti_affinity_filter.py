@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate
+from asyncsched.scheduling.members import MemberIndex
 from asyncsched.state.host_state import HostState
 
 
@@ -26,6 +27,25 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
         if len(members.intersection(state.instances)) < limit:
             return None
         return "anti-affinity"
+
+    def fails_on_members(
+        self, index: MemberIndex, spec: RequestSpec
+    ) -> tuple[list[int], str] | None:
+        """The hosts holding ``limit`` members or more, but not the moved instance (with a
+        limit below 1 every host fails: the per-host form answers that)."""
+        group = spec.instance_group
+        if group is None or group.policy != "anti-affinity":
+            return [], "anti-affinity"
+        limit = group.max_server_per_host if "max_server_per_host" in group.rules else 1
+        if limit < 1:
+            return None
+        uuid, states = spec.instance_uuid, index.states
+        failing = [
+            i
+            for i, n in index.counts(group.members).items()
+            if n >= limit and (uuid is None or uuid not in states[i].instances)
+        ]
+        return failing, "anti-affinity"
 
     def state_passes(self, state: HostState, spec: RequestSpec) -> str | None:
         if not self.is_active(spec):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.candidate import HostCandidate
+from asyncsched.scheduling.columns import FloatArray, IntArray
+from asyncsched.scheduling.members import MemberIndex, positions
 from asyncsched.scheduling.weighers.base import BaseHostWeigher
 from asyncsched.state.host_state import HostState
 
@@ -41,3 +45,16 @@ class ServerGroupSoftAffinityWeigher(BaseHostWeigher):
     def weigh_states(self, states: Sequence[HostState], spec: RequestSpec) -> list[float]:
         sign = self.sign
         return [sign * v for v in members_on_hosts(states, spec, self.policy)]
+
+    def weigh_members(self, index: MemberIndex, spec: RequestSpec, cur: IntArray) -> FloatArray:
+        """The same scores from the request's index: only member hosts are looked at."""
+        raw = np.zeros(len(cur))
+        group = spec.instance_group
+        if group is None or group.policy != self.policy:
+            return raw
+        counts = index.counts(group.members)
+        bases = list(counts)
+        at = positions(cur, bases)
+        if len(at):
+            raw[at] = [self.sign * counts[b] for b in cur[at].tolist()]
+        return raw

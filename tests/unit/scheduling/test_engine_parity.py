@@ -28,22 +28,12 @@ from asyncsched.scheduling.loader import builtin_filters
 from asyncsched.state.host_state import HostState
 from bench import reference_scheduler as reference
 from bench.synthetic_cloud import NOW, make_cloud, pipeline
+from bench.synthetic_cloud import consume as _consume
 from tests.support.sched_helpers import config, spec
 
 ALL_OURS = tuple(
     sorted(n for n in builtin_filters() if n not in ("NUMATopologyFilter", "PciPassthroughFilter"))
 )
-
-
-def _consume(h: HostState, s: RequestSpec, uuid: str) -> None:
-    """nova's consume_from_request arithmetic (what the cache does under the lock)."""
-    h.free_ram_mb -= s.flavor.memory_mb
-    h.free_disk_mb -= (s.flavor.root_gb + s.flavor.ephemeral_gb) * 1024
-    h.vcpus_used += s.flavor.vcpus
-    h.num_instances += 1
-    h.num_io_ops += 1
-    h.instances.add(uuid)
-    h.touch()
 
 
 def _after(s: RequestSpec, h: HostState, uuid: str) -> RequestSpec:
