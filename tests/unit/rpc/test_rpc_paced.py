@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from dataclasses import replace
 from typing import Any, cast
@@ -193,9 +192,8 @@ async def test_a_5000_instance_reply_keeps_the_loop_turning() -> None:
     body = json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)}).encode()
     message = _Message(body)
     decl = server.topology.queues[0]
-    t0 = time.perf_counter()
-    _, gap, _ = await max_gap_while(server._handle(decl, cast(AbstractIncomingMessage, message)))
-    took = time.perf_counter() - t0
+    steps = await max_gap_while(server._handle(decl, cast(AbstractIncomingMessage, message)))
+    gap, took = steps.longest, steps.total  # CPU time of the loop thread, both
     assert message.acked
     (sent,) = channel.default_exchange.bodies
     assert len(sent) > 10_000_000
@@ -203,6 +201,7 @@ async def test_a_5000_instance_reply_keeps_the_loop_turning() -> None:
     assert reply["failure"] is None and reply["_msg_id"] == "m-big"
     assert len(reply["result"]) == BIG and len(reply["result"][0]) == 3
     assert codec.decode_selection(reply["result"][-1][2]) == selections[-1][2]
-    # The one-shot path held the loop for the whole encoding (gap == took); the bound is
-    # relative to this run's own duration, so a loaded machine slows both sides alike.
-    assert gap < took / 4, f"the loop stalled {gap:.3f} s during a {took:.2f} s reply"
+    # The one-shot path held the loop for the whole encoding (gap == took). Both are the loop
+    # thread's CPU time, so a loaded machine slows neither side; the longest paced step left
+    # is the envelope's one C-level dumps of the ~10 MB inner text (about a quarter of it).
+    assert gap < took / 2, f"the loop stalled {gap:.3f} s during a {took:.2f} s reply"
