@@ -17,7 +17,7 @@ from asyncsched.scheduling.filters.server_group_anti_affinity_filter import (
 from asyncsched.scheduling.members import MemberIndex
 from asyncsched.scheduling.weighers.soft_affinity import ServerGroupSoftAffinityWeigher
 from asyncsched.state.host_state import ChangeLog, HostState
-from tests.unit.scheduling.sched_helpers import config, host, spec
+from tests.support.sched_helpers import config, host, spec
 
 HOSTS = 200
 COUNT = 40
