@@ -80,6 +80,9 @@ class MemoryCloud:
     async def release_many(self, *args: Any) -> None:
         raise AssertionError("capacity must not release on the live cache")
 
+    async def fresh_services(self) -> None:
+        return None
+
     async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
         """Built in a worker thread: a real Placement's work is not on our event loop."""
         return await asyncio.to_thread(self._candidates, request)

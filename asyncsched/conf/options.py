@@ -556,6 +556,13 @@ class AsyncschedOptions:
         "(Placement's noauth2 treats 'admin' as an admin user).",
         secret=True,
     )
+    fresh_services_wait: float = opt(
+        0.25,
+        "Seconds a request waits for its read of each cell's services table (nova reads it "
+        "on every request); a cell slower than this is answered from the cached state. "
+        "0 = off: services are as fresh as the last refresh.",
+        min=0.0,
+    )
 
 
 # Section name in the INI file -> attribute of Config.

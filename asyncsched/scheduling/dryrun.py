@@ -96,6 +96,9 @@ class ScratchCache:
     def aggregates(self) -> list[Aggregate]:
         return self._cache.aggregates()
 
+    async def fresh_services(self) -> None:
+        await self._cache.fresh_services()
+
     def consume_locked(
         self,
         host: HostState,

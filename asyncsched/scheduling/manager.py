@@ -278,6 +278,7 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
+        await self.cache.fresh_services()  # services as of this request, as nova reads them
         if self._chance is not None:
             try:
                 chosen = await self._chance.select_destinations(

@@ -18,7 +18,7 @@ _NAN = float("nan")
 
 def heartbeat(svc: ServiceInfo) -> datetime | None:
     """The service's last sign of life (nova: ``last_seen_up or created_at``)."""
-    return svc.last_seen_up or svc.created_at
+    return svc.heartbeat
 
 
 def heartbeat_ts(svc: ServiceInfo | None) -> float:

@@ -33,8 +33,10 @@ in ``sql``, the readers in ``readers`` and ``images``, a cell's index and its di
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -49,6 +51,13 @@ from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.state import assumptions
 from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
+from asyncsched.state.fresh import (
+    FRESH_RETRY,
+    SharedRead,
+    after_refresh,
+    fresh_read,
+    refresh_held,
+)
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from asyncsched.state.images import (
     CellImages,
@@ -106,6 +115,9 @@ class HostStateCache(StartClose):
             "refresh_failures": 0,
             "image_props_reads": 0,
             "image_props_failures": 0,
+            "services_fresh_reads": 0,  # per-request reads of a cell's services
+            "services_fresh_failures": 0,  # ... that failed or outlasted fresh_services_wait
+            "services_fresh_skipped": 0,  # a cell answered from the cache without a read
         }
         self._live = Live(config, self._clock, self.metrics, image_props_wanted(config))
         self._table = HostTable(self._live)
@@ -282,6 +294,42 @@ class HostStateCache(StartClose):
     def is_stale(self, cell_uuid: str) -> bool:
         cell = self._cells.get(cell_uuid)
         return cell is None or cell.db.failures > 0 or not cell.loaded
+
+    async def fresh_services(self) -> None:
+        """Make each cell's services (disabled, forced down, last seen up) as fresh as the
+        request calling this: wait, at most ``[asyncsched] fresh_services_wait``, for a read
+        of each cell's ``services`` that started after the call (shared by the requests
+        that arrive together; see ``state.fresh``). A cell that is down, failing or slow is
+        answered from the cached state; this never raises."""
+        wait = self._config.asyncsched.fresh_services_wait
+        if wait <= 0 or not self._running:
+            return
+        now = self._clock()
+        pending: dict[asyncio.Task[Any], Cell] = {}
+        for cell in self._cells.values():
+            fresh = cell.fresh
+            if not cell.loaded or cell.db.failures or now < fresh.retry_at:
+                self.metrics["services_fresh_skipped"] += 1
+                continue
+            if fresh.shared is None:
+                fresh.shared = SharedRead(functools.partial(self._fresh_cell, cell), self._spawn)
+            task = fresh.shared.request()
+            if task is not None:
+                pending[task] = cell
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=wait)
+        for task in late:  # not waited for again until that read ends
+            cell = pending[task]
+            if cell.fresh.retry_at != math.inf:
+                LOG.warning(
+                    "services of %s not read within %.3f s; answering from the cached state",
+                    cell.db.name,
+                    wait,
+                )
+                self.metrics["services_fresh_failures"] += 1
+            cell.fresh.retry_at = math.inf
+            cell.fresh.last_error = f"slower than fresh_services_wait ({wait} s)"
 
     # ---- consumption ----------------------------------------------------------------------
 
@@ -611,11 +659,43 @@ class HostStateCache(StartClose):
                 cell.last_full = self._clock()
                 self.metrics["full_resyncs"] += 1
             cell.watermark = read.db_now
+            after_refresh(cell.fresh, read.db_now)
+            await refresh_held(
+                cell.fresh,
+                list(cell.index.services.values()),
+                float(self._config.default.service_down_time),
+                self._config.asyncsched.refresh_interval,
+            )
             cell.loaded = True
             cell.last_refresh = self._clock()
             self.metrics["refresh_passes"] += 1
             db.mark_ok()
             self._record_pass(cell.mapping.name or cell.uuid, full, started, ok=True)
+
+    async def _fresh_cell(self, cell: Cell) -> None:
+        """One per-request services read of ``cell``; a failure only delays the next."""
+        if self._cells.get(cell.uuid) is not cell:
+            return
+        fresh = cell.fresh
+        try:
+            await fresh_read(
+                cell,
+                self._table,
+                float(self._config.default.service_down_time),
+                self._config.asyncsched.refresh_interval,
+            )
+        except Exception as exc:  # a bug must not stop this cell's reads for good either
+            if not isinstance(exc, DatabaseUnavailable):
+                LOG.exception("services read of %s failed", cell.db.name)
+            elif fresh.last_error is None:
+                LOG.warning("services read failed; answering from the cached state: %s", exc)
+            self.metrics["services_fresh_failures"] += 1
+            fresh.last_error = str(exc) or type(exc).__name__
+            fresh.retry_at = self._clock() + FRESH_RETRY
+            return
+        self.metrics["services_fresh_reads"] += 1
+        fresh.last_error = None
+        fresh.retry_at = 0.0
 
     def _cell_for_host(self, host: str) -> Cell | None:
         uuid = self.cell_of_host(host)

@@ -52,6 +52,11 @@ async def close_or_terminate(handle: Closable, within: float) -> None:
         handle.terminate()
 
 
+async def _read_only_session(conn: asyncpg.Connection) -> None:
+    """Nothing to reset: these sessions only read (no LISTEN, locks, cursors or settings).
+    asyncpg's default reset is a round trip after every query, on the query's path."""
+
+
 class NovaDatabase:
     """Lazily connected pool for one database plus its health bookkeeping."""
 
@@ -124,6 +129,7 @@ class NovaDatabase:
                     timeout=self.query_timeout,
                     command_timeout=self.query_timeout,
                     statement_cache_size=32,
+                    reset=_read_only_session,
                 )
             return self._pool
 

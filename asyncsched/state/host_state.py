@@ -71,6 +71,11 @@ class ServiceInfo:
     version: int = 0
     uuid: str | None = None
 
+    @property
+    def heartbeat(self) -> datetime | None:
+        """The service's last sign of life (nova: ``last_seen_up or created_at``)."""
+        return self.last_seen_up or self.created_at
+
 
 @dataclass(frozen=True, slots=True)
 class Assumption:

@@ -193,6 +193,23 @@ class Changes:
     heartbeats: dict[str, str]  # node uuid -> host
 
 
+def apply_services(index: CellIndex, services: Sequence[ServiceRow]) -> tuple[set[str], set[str]]:
+    """Apply changed services rows (deleted first) to the index; returns the hosts that
+    gained or lost their service (to rebuild) and those whose service only changed (swapped)."""
+    dirty: set[str] = set()
+    swapped: set[str] = set()
+    for svc_id, host, svc in services:  # deleted rows first: a re-created host ends live
+        cur = index.services.get(host)
+        if svc is None:
+            if cur is not None and cur.id == svc_id:
+                del index.services[host]
+                dirty.add(host)
+        elif svc is not cur:
+            index.services[host] = svc
+            (swapped if cur is not None else dirty).add(host)
+    return dirty, swapped
+
+
 def diff_changes(
     index: CellIndex,
     table: Mapping[str, HostState],
@@ -205,18 +222,8 @@ def diff_changes(
 
     Hosts with pending assumptions are always dirty: confirmation and expiry are checked on
     every pass."""
-    dirty_hosts: set[str] = set()
+    dirty_hosts, heartbeats = apply_services(index, services)
     dirty_nodes: set[str] = set()
-    heartbeats: set[str] = set()  # hosts whose only news is their service row
-    for svc_id, host, svc in services:  # deleted rows first: a re-created host ends live
-        cur = index.services.get(host)
-        if svc is None:
-            if cur is not None and cur.id == svc_id:
-                del index.services[host]
-                dirty_hosts.add(host)
-        elif svc is not cur:
-            index.services[host] = svc
-            (heartbeats if cur is not None else dirty_hosts).add(host)
     for u in nodes.deleted - nodes.live:
         if u in index.snaps:
             index.forget_snap(u)

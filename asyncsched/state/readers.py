@@ -8,6 +8,7 @@ unchanged rows compare by identity in the diff (``index``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,12 +45,21 @@ async def read_services(db: NovaDatabase, index: CellIndex, since: datetime | No
     """Every nova-compute service (``since`` None), else those changed since: their stamps
     first, then whole rows only for the stamps not already applied (``index.service_stamps``)."""
     if since is None:
-        rows = await db.fetch(SQL_SERVICES_ALL)
-    else:
-        changed = await db.fetch(SQL_SERVICE_STAMPS_CHANGED, since)
-        known = index.service_stamps
-        want = [r[0] for r in changed if known.get(r[0]) != (r[1], r[2], r[3])]
-        rows = await db.fetch(SQL_SERVICES_BY_ID, want) if want else []
+        return await services_read(index, await db.fetch(SQL_SERVICES_ALL))
+    return await read_stamped(db, index, await db.fetch(SQL_SERVICE_STAMPS_CHANGED, since))
+
+
+async def read_stamped(db: NovaDatabase, index: CellIndex, changed: Sequence[Any]) -> ServicesRead:
+    """The whole rows of ``changed`` (id, updated_at, created_at, deleted_at) whose stamp is
+    not the one already applied; no query when there is none."""
+    known = index.service_stamps
+    want = [r[0] for r in changed if known.get(r[0]) != (r[1], r[2], r[3])]
+    rows = await db.fetch(SQL_SERVICES_BY_ID, want) if want else []
+    return await services_read(index, rows)
+
+
+async def services_read(index: CellIndex, rows: Sequence[Any]) -> ServicesRead:
+    """Services rows as values (deleted first), reusing the ServiceInfo of unchanged rows."""
     out: list[ServiceRow] = []
     stamps: dict[int, Stamp] = {}
     for i, r in enumerate(rows):

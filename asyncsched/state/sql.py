@@ -40,6 +40,25 @@ SQL_SERVICE_STAMPS_CHANGED = (
     " WHERE \"binary\" = 'nova-compute'"
     " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
 )
+# The per-request read (``fresh``): one round trip giving the DB's clock and the stamps of the
+# rows changed since $1 that can change a verdict: disabled or forced down other than the cache
+# holds them ($2, $3: the ids it holds disabled, forced down), deleted or new rows, and any
+# change of the ids in $4 (held silent: their heartbeat matters). A heartbeat of a host held
+# up, disabled or forced down changes no verdict and is left out here.
+# Always one row at least (the clock): a NULL id means nothing changed.
+SQL_SERVICES_FRESH = (
+    "SELECT n.now, s.id, s.updated_at, s.created_at, s.deleted_at"
+    " FROM (SELECT (now() AT TIME ZONE 'utc') AS now) n"
+    " LEFT JOIN services s ON s.\"binary\" = 'nova-compute'"
+    " AND (s.updated_at >= $1 OR s.created_at >= $1 OR s.deleted_at >= $1)"
+    " AND (coalesce(s.disabled, false) <> (s.id = ANY($2::int[]))"
+    " OR coalesce(s.forced_down, false) <> (s.id = ANY($3::int[]))"
+    " OR s.deleted <> 0 OR s.created_at >= $1 OR s.id = ANY($4::int[]))"
+)
+# The per-request read looks back this far before the previous read's instant: a row whose
+# updated_at (the writer's clock, whole seconds on MySQL) is a little older than its commit.
+# Rows older still (a writer's clock far behind) are left to the refresh's 15 s overlap.
+FRESH_OVERLAP = timedelta(seconds=2)
 SQL_SERVICES_BY_ID = f"SELECT {_SVC_COLS} FROM services WHERE id = ANY($1::int[])"
 SQL_INSTANCES_ALL = (
     f"SELECT id, uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL {_PAGE}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from asyncsched.objects.models import Aggregate, CellMapping
 from asyncsched.state import assumptions
 from asyncsched.state.api import AggregateIndex
 from asyncsched.state.db import NovaDatabase
+from asyncsched.state.fresh import FreshState
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.images import CellImages, ImageProps, PropsRead
 from asyncsched.state.index import CellIndex, diff_changes, diff_full
@@ -45,6 +46,7 @@ class Cell:
     warned_no_service: set[str] = field(default_factory=set)
     pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None
+    fresh: FreshState = field(default_factory=FreshState)  # the per-request services reads
 
     @property
     def uuid(self) -> str:
@@ -63,6 +65,7 @@ class Cell:
                 "images": len(self.images.pool.by_value),
                 "last_error": self.images.error,
             },
+            services_fresh=self.fresh.health(now),
         )
         return h
 
@@ -118,10 +121,16 @@ class HostTable:
             return
         changes = diff_changes(index, cell.table, read.services, read.nodes, read.insts, props)
         await self.reconcile(cell, changes.dirty)
-        for i, (u, h) in enumerate(changes.heartbeats.items()):
+        await self.swap_services(cell, changes.heartbeats)
+
+    async def swap_services(self, cell: Cell, nodes: Mapping[str, str]) -> None:
+        """Give these nodes (uuid -> host) their host's service as the index has it now;
+        nothing else of the host changes."""
+        services = cell.index.services
+        for i, (u, h) in enumerate(nodes.items()):
             hs = cell.table.get(u)
             if hs is not None:
-                await locked(hs, _set_service, index.services.get(h))
+                await locked(hs, _set_service, services.get(h))
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 

@@ -20,6 +20,7 @@ class FakeCache:
         self.hosts = {h.uuid: h for h in hosts}
         self._aggs = list(aggregates)
         self.consumed: dict[str, tuple[str, Any]] = {}  # instance uuid -> (host uuid, flavor)
+        self.fresh_reads = 0  # fresh_services() calls (one per request)
 
     @property
     def hosts_epoch(self) -> int:
@@ -79,6 +80,9 @@ class FakeCache:
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
         for host, instance_uuid in consumed:
             await self.release(host, instance_uuid)
+
+    async def fresh_services(self) -> None:
+        self.fresh_reads += 1
 
 
 class FakePlacement:

@@ -1,0 +1,199 @@
+"""Services as fresh as nova's per-request read: a small delta of ``services`` per request.
+
+Why: nova-scheduler reads the services table on every request, so a host enabled through the
+API is taken by the next request and one just disabled, forced down or silent is refused. The
+cache's refresh runs every ``refresh_interval``; in between, each request first waits for a
+read of each cell's ``services`` that *started after it arrived* (``HostStateCache.
+fresh_services``). The read is cheap because it asks only for what can change a verdict:
+
+* rows changed since the previous read's instant (DB clock) minus ``FRESH_OVERLAP`` (a row's
+  ``updated_at`` comes from the writer's clock, whole seconds on MySQL, and is a little older
+  than its commit; re-reading is idempotent: rows are fetched whole only when their stamp is
+  not the one applied),
+* and, of those, only rows disabled or forced down other than the cache holds them
+  (``FreshState.disabled``, ``.forced``), deleted or new rows, and rows of the services the
+  cache holds as silent (``.silent``). A heartbeat of a host held up, disabled or forced down
+  changes no verdict: last_seen_up only ever moves forward, so the cached one going stale
+  can only make the cache refuse a host sooner, and a host is in ``silent`` before it looks
+  down (``SILENT_INTERVALS``).
+
+Concurrent requests share one read (``SharedRead``): one in flight, the next queued for all
+who arrived after it started. The wait is bounded (``[asyncsched] fresh_services_wait``): a
+cell whose read is slow or failing is answered from the cached state, shown in ``health()``,
+and its reads are retried after ``FRESH_RETRY`` seconds. A refresh pass of the cell moves the
+window back to its own start (it may have applied an older view than the last fresh read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from asyncsched.common.clock import as_utc, utcnow
+from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.host_state import ServiceInfo
+from asyncsched.state.index import apply_services
+from asyncsched.state.readers import read_stamped
+from asyncsched.state.sql import CHUNK, FRESH_OVERLAP, SQL_SERVICES_FRESH
+
+if TYPE_CHECKING:
+    from asyncsched.state.table import Cell, HostTable
+
+LOG = logging.getLogger(__name__)
+
+# A cell whose fresh read failed or outlasted the wait is not waited for again this long.
+FRESH_RETRY = 1.0
+# ``silent`` lists the services whose heartbeat will be older than service_down_time within
+# this many refresh intervals (at least SILENT_MIN_HORIZON s); the held sets are recomputed at
+# every refresh pass of the cell, and by a fresh read once that horizon has passed.
+SILENT_INTERVALS = 2.5
+SILENT_MIN_HORIZON = 5.0
+
+
+class SharedRead:
+    """Coalesces concurrent reads: a caller gets a read that starts after its call.
+
+    At most one read runs and one waits to start; every caller that arrives while a read runs
+    joins the waiting one. A caller that stops waiting (timeout, cancel) never cancels it.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], Awaitable[None]],
+        spawn: Callable[[Any], asyncio.Task[Any] | None],
+    ) -> None:
+        self._read = read
+        self._spawn = spawn
+        self._running: asyncio.Task[Any] | None = None
+        self._queued: asyncio.Task[Any] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None
+
+    def request(self) -> asyncio.Task[Any] | None:
+        """The read this caller waits for (None when the owner is closed)."""
+        if self._queued is not None:
+            return self._queued
+        prev = self._running
+        task = self._spawn(self._run(prev))
+        if prev is None:
+            self._running = task
+        else:
+            self._queued = task
+        return task
+
+    async def _run(self, prev: asyncio.Task[Any] | None) -> None:
+        if prev is not None:
+            await asyncio.wait((prev,))
+        me = asyncio.current_task()
+        self._running, self._queued = me, None
+        try:
+            await self._read()
+        finally:
+            if self._running is me:
+                self._running = None
+
+
+@dataclass(eq=False)
+class FreshState:
+    """One cell's per-request services reads; mutated only by the cache and this module."""
+
+    mark: datetime | None = None  # DB instant of the last services view (fresh or refresh)
+    gen: int = 0  # moves at every refresh pass: a fresh read begun before keeps no mark
+    # services.id the cache holds disabled, forced down, silent (heartbeat old or missing)
+    disabled: set[int] = field(default_factory=set)
+    forced: set[int] = field(default_factory=set)
+    silent: set[int] = field(default_factory=set)
+    held_until: float = 0.0  # UTC timestamp when the held sets must be recomputed
+    retry_at: float = 0.0  # monotonic: skip this cell's fresh reads until then
+    last_error: str | None = None
+    shared: SharedRead | None = None
+
+    def health(self, now: float) -> dict[str, Any]:
+        return {
+            "ok": now >= self.retry_at,
+            "last_error": self.last_error,
+            "held": {
+                "disabled": len(self.disabled),
+                "forced_down": len(self.forced),
+                "silent": len(self.silent),
+            },
+        }
+
+
+async def refresh_held(
+    fresh: FreshState, services: Iterable[ServiceInfo], down_time: float, interval: float
+) -> None:
+    """Recompute the held sets from the cache's services, good until the horizon: silent
+    are those whose heartbeat is missing or will be older than ``down_time`` by then."""
+    horizon = max(SILENT_INTERVALS * interval, SILENT_MIN_HORIZON)
+    now = utcnow()
+    cutoff = now - timedelta(seconds=down_time - horizon)
+    disabled: set[int] = set()
+    forced: set[int] = set()
+    silent: set[int] = set()
+    for i, svc in enumerate(services):
+        if svc.disabled:
+            disabled.add(svc.id)
+        if svc.forced_down:
+            forced.add(svc.id)
+        beat = svc.heartbeat
+        if beat is None or as_utc(beat) < cutoff:
+            silent.add(svc.id)
+        if i % (4 * CHUNK) == 4 * CHUNK - 1:
+            await asyncio.sleep(0)
+    fresh.disabled, fresh.forced, fresh.silent = disabled, forced, silent
+    fresh.held_until = now.timestamp() + horizon
+
+
+def hold(fresh: FreshState, svc: ServiceInfo) -> None:
+    """A row the fresh read applied: held as it is now."""
+    for held, flag in ((fresh.disabled, svc.disabled), (fresh.forced, svc.forced_down)):
+        if flag:
+            held.add(svc.id)
+        else:
+            held.discard(svc.id)
+
+
+def after_refresh(fresh: FreshState, read_at: datetime) -> None:
+    """A refresh pass whose view is as of ``read_at`` was applied: look back to it."""
+    fresh.gen += 1
+    fresh.mark = read_at if fresh.mark is None else min(fresh.mark, read_at)
+
+
+async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: float) -> None:
+    """One fresh read of ``cell`` applied to ``table``. Raises ``DatabaseUnavailable``."""
+    fresh: FreshState = cell.fresh
+    index = cell.index
+    if fresh.mark is None:
+        return  # never read: the refresh's full load comes first
+    if utcnow().timestamp() >= fresh.held_until:
+        await refresh_held(fresh, list(index.services.values()), down_time, interval)
+    gen = fresh.gen
+    rows = await cell.db.fetch(
+        SQL_SERVICES_FRESH,
+        fresh.mark - FRESH_OVERLAP,
+        list(fresh.disabled),
+        list(fresh.forced),
+        list(fresh.silent),
+    )
+    if not rows:
+        raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
+    changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
+    read = await read_stamped(cell.db, index, changed)
+    dirty, swapped = apply_services(index, read.rows)
+    index.service_stamps.update(read.stamps)
+    for _, _, svc in read.rows:
+        if svc is not None:
+            hold(fresh, svc)
+    if dirty:
+        await table.reconcile(cell, index.nodes_of(dirty), confirm=False)
+    if swapped:
+        await table.swap_services(cell, {u: h for h in swapped for u in index.nodes_of((h,))})
+    if fresh.gen == gen:
+        fresh.mark = rows[0][0]
