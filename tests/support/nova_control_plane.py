@@ -335,7 +335,8 @@ class ControlPlane:
         self.others: list[NovaProcess] = []
         self.scheduler: NovaSchedulerProcess | ServeProcess | None = None
         self.scheduler_kind = ""
-        self.api_port = 0
+        self._api: NovaClient | None = None
+        self._same_host_api: NovaClient | None = None
         self.image = ""
         self.image2 = ""
         self.startup_seconds = 0.0
@@ -344,7 +345,8 @@ class ControlPlane:
 
     @property
     def api(self) -> NovaClient:
-        return NovaClient(f"http://127.0.0.1:{self.api_port}/v2.1")
+        assert self._api is not None, "start() first"
+        return self._api
 
     @property
     def placement_reader(self) -> PlacementReader:
@@ -371,8 +373,8 @@ class ControlPlane:
         )
         (self.work / "locks").mkdir(exist_ok=True)
         (self.work / "api-paste.ini").write_text(paste_without_authtoken())
-        self._start_api()
-        self._start_service("conductor", "nova-conductor")
+        self._api = self._start_api()
+        self.others.append(self._start_service("conductor", "nova-conductor"))
         for host in COMPUTES:
             self.start_compute(host)
         self.wait_computes_up(COMPUTES, timeout=180)
@@ -398,35 +400,49 @@ class ControlPlane:
         finally:
             await api.close()
 
-    def _start_api(self) -> None:
+    def _start_api(self, name: str = "nova-api", *extra_conf: str) -> NovaClient:
+        """nova-api on a free port (``extra_conf``: more files in the work dir, read after
+        nova.conf); returns its client once it answers."""
         script = self.work / "nova_api_wsgi.py"
         script.write_text(_API_SCRIPT)
-        self.api_port = free_port()
+        port = free_port()
         env = dict(
             nova_env(),
             OS_NOVA_CONFIG_DIR=str(self.work),
-            OS_NOVA_CONFIG_FILES="api-paste.ini;nova.conf",
-            NOVA_API_PORT=str(self.api_port),
+            OS_NOVA_CONFIG_FILES=";".join(["api-paste.ini", "nova.conf", *extra_conf]),
+            NOVA_API_PORT=str(port),
         )
         proc = NovaProcess(
-            "nova-api",
+            name,
             [str(NOVA_BIN / "python"), "-W", "ignore", str(script)],
-            self.work / "nova-api.log",
+            self.work / f"{name}.log",
             env,
         )
         proc.start()
         self.others.append(proc)
+        client = NovaClient(f"http://127.0.0.1:{port}/v2.1")
 
         def answers() -> bool | None:
             if not proc.alive():
-                raise ControlPlaneError(f"nova-api exited:\n{proc.log_tail()}")
+                raise ControlPlaneError(f"{name} exited:\n{proc.log_tail()}")
             try:
-                self.api.get("/flavors")
+                client.get("/flavors")
             except (OSError, ApiError):
                 return None
             return True
 
-        poll("nova-api answering", answers, timeout=120)
+        poll(f"{name} answering", answers, timeout=180)
+        return client
+
+    def same_host_api(self) -> NovaClient:
+        """A second nova-api with ``allow_resize_to_same_host = True`` (nova reads it in the
+        API only), started on first use and kept for the plane's life."""
+        if self._same_host_api is None:
+            (self.work / "same-host.conf").write_text(
+                "[DEFAULT]\nallow_resize_to_same_host = True\n"
+            )
+            self._same_host_api = self._start_api("nova-api-same-host", "same-host.conf")
+        return self._same_host_api
 
     def _start_service(self, name: str, binary: str, *extra_conf: Path) -> NovaProcess:
         argv = [str(NOVA_BIN / binary), "--config-file", str(self.conf)]

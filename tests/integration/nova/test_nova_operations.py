@@ -174,6 +174,26 @@ def test_resize_revert(nova: Servers) -> None:
     nova.assert_allocated(sid, source, "small")
 
 
+def test_resize_to_same_host(nova: Servers) -> None:
+    """Through a nova-api with ``allow_resize_to_same_host = True``, with every other compute
+    disabled: the source is the one valid host (without the option: NoValidHost)."""
+    (sid,) = nova.boot("resize-same")
+    source = nova.host(sid)
+    for host in COMPUTES:
+        if host != source:
+            nova.plane.set_service(host, status="disabled")
+    nova.plane.same_host_api().action(sid, {"resize": {"flavorRef": "medium"}})
+    nova.wait(sid, "VERIFY_RESIZE")
+    migration = str(nova.wait_migration(sid, 1, "finished")["uuid"])
+    assert nova.host(sid) == source
+    nova.assert_allocated(sid, source, "medium")
+    nova.assert_allocated(migration, source, "small")
+    nova.action(sid, {"confirmResize": None})
+    nova.wait(sid, "ACTIVE")
+    poll("migration allocation gone", lambda: True if nova.allocations(migration) == {} else None)
+    nova.assert_allocated(sid, source, "medium")
+
+
 def test_cold_migrate_scheduler_chosen(nova: Servers) -> None:
     (sid,) = nova.boot("cold")
     source = nova.host(sid)
