@@ -58,6 +58,13 @@ T = TypeVar("T")
 #: The four long-lived computes, two per availability zone.
 COMPUTES = ("compute1", "compute2", "compute3", "compute4")
 ZONES: Mapping[str, tuple[str, ...]] = {"az1": COMPUTES[:2], "az2": COMPUTES[2:]}
+#: A compute on ``fake.FakeRescheduleDriver`` (fails the first spawn of every instance), with
+#: four times the memory and CPUs of the others: every scheduler's first choice once enabled.
+RESCHEDULER = "compute5"
+RESCHEDULER_SHAPE: Mapping[str, Any] = {
+    "reserved_host_memory_mb": 800000 - 4 * 8192,
+    "cpu_allocation_ratio": 64 / 1000,
+}
 #: What each fake compute offers Placement once reserved amounts are taken off its huge
 #: inventory (1000 vCPU, 800000 MB, 600000 GB): 16 VCPU, 8192 MB, 100 GB.
 HOST_MEMORY_MB = 8192
@@ -72,6 +79,13 @@ FILTERS = (
     "SameHostFilter",
     "DifferentHostFilter",
 )
+#: The soft policies' weighers outweigh the resource weighers (each 1.0, normalized: the host
+#: already holding a member has the least free RAM, CPU and disk), as operators set them; the
+#: same for every scheduler.
+SOFT_WEIGHTS: Mapping[str, float] = {
+    "soft_affinity_weight_multiplier": 10.0,
+    "soft_anti_affinity_weight_multiplier": 10.0,
+}
 REPORT_INTERVAL = 1
 SERVICE_DOWN_TIME = 6
 MICROVERSION = "2.95"
@@ -281,7 +295,7 @@ def nova_conf(
         "database": {"connection": cell_url},
         "conductor": {"workers": 1},
         "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": -1},
-        "filter_scheduler": {"enabled_filters": ",".join(FILTERS)},
+        "filter_scheduler": {"enabled_filters": ",".join(FILTERS), **SOFT_WEIGHTS},
         "quota": {"driver": "nova.quota.NoopQuotaDriver"},
         "oslo_concurrency": {"lock_path": "locks"},
         "api": {"list_records_by_skipping_down_cells": False},
@@ -377,8 +391,11 @@ class ControlPlane:
         self.others.append(self._start_service("conductor", "nova-conductor"))
         for host in COMPUTES:
             self.start_compute(host)
-        self.wait_computes_up(COMPUTES, timeout=180)
+        self.start_compute(RESCHEDULER, "fake.FakeRescheduleDriver", **RESCHEDULER_SHAPE)
+        self.wait_computes_up((*COMPUTES, RESCHEDULER), timeout=240)
         self.discover_hosts()
+        # Held out of every scenario but the reschedule one, which enables it.
+        self.set_service(RESCHEDULER, status="disabled", disabled_reason="reschedule only")
         self._zones()
         self._flavors()
         self.startup_seconds = time.monotonic() - t0
@@ -477,12 +494,6 @@ class ControlPlane:
         proc = self.computes.pop(host, None)
         if proc is not None:
             proc.stop()
-
-    def delete_service(self, host: str) -> None:
-        """Stop ``host``'s compute and DELETE its service (nova removes node and provider)."""
-        self.stop_compute(host)
-        sid = self.services()[host]["id"]
-        self.api.call("DELETE", f"/os-services/{sid}")
 
     def zone_of(self, host: str) -> str:
         return next(zone for zone, hosts in ZONES.items() if host in hosts)
@@ -600,6 +611,7 @@ class ControlPlane:
             f"service_down_time = {SERVICE_DOWN_TIME}",
             f"report_interval = {REPORT_INTERVAL}",
         ]
+        extra += ["[filter_scheduler]", *(f"{k} = {v}" for k, v in SOFT_WEIGHTS.items())]
         if mirror:
             extra += [
                 "[placement_database]",

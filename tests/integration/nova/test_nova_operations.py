@@ -14,7 +14,7 @@ from collections import Counter
 from functools import partial
 
 from tests.integration.nova.servers import FLAVORS, Servers
-from tests.support.nova_control_plane import COMPUTES, ZONES, poll
+from tests.support.nova_control_plane import COMPUTES, RESCHEDULER, ZONES, poll
 
 
 def test_boot(nova: Servers) -> None:
@@ -334,25 +334,19 @@ def test_rebuild_with_new_image(nova: Servers) -> None:
 
 
 def test_reschedule_through_alternates(nova: Servers) -> None:
-    """compute5 fails the first spawn of every instance; it offers the most of everything,
-    so it is every scheduler's first choice and the build goes to an alternate."""
+    """compute5 (``fake.FakeRescheduleDriver``) fails the first spawn of every instance; it
+    offers the most of everything, so once enabled it is the first choice and the build goes
+    to an alternate of the same Selection list."""
     plane = nova.plane
-    plane.start_compute(
-        "compute5",
-        "fake.FakeRescheduleDriver",
-        reserved_host_memory_mb=800000 - 4 * 8192,
-        cpu_allocation_ratio=64 / 1000,
-    )
+    plane.set_service(RESCHEDULER, status="enabled")
     try:
-        plane.wait_computes_up(("compute5",))
-        plane.discover_hosts()
         (sid,) = nova.boot("resched")
-        host = nova.host(sid)
-        assert host in COMPUTES
-        assert sid in plane.computes["compute5"].log_tail(1_000_000)
-        nova.assert_allocated(sid, host)
     finally:
-        plane.delete_service("compute5")
+        plane.set_service(RESCHEDULER, status="disabled", disabled_reason="reschedule only")
+    host = nova.host(sid)
+    assert host in COMPUTES
+    assert sid in plane.computes[RESCHEDULER].log_tail(10_000_000)
+    nova.assert_allocated(sid, host)
 
 
 def test_delete_everything(nova: Servers) -> None:
