@@ -30,6 +30,7 @@ import urllib.request
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -516,12 +517,23 @@ class ControlPlane:
             if host not in self.computes:
                 self.start_compute(host)
             if row["forced_down"]:
-                self.set_service(host, forced_down=False)
+                # nova refuses while evacuations from the host are "done", until the restarted
+                # compute has cleaned them up ("completed").
+                poll(f"{host} forced up", partial(self._force_up, host), timeout=120)
             if row["status"] != "enabled":
                 self.set_service(host, status="enabled")
         for proc in self.computes.values():
             proc.signal(signal.SIGCONT)
         self.wait_computes_up(COMPUTES)
+
+    def _force_up(self, host: str) -> bool | None:
+        try:
+            self.set_service(host, forced_down=False)
+        except ApiError as exc:
+            if exc.status != 400:
+                raise
+            return None
+        return True
 
     def wait_computes_up(self, hosts: tuple[str, ...], timeout: float = 90.0) -> None:
         def up() -> bool | None:

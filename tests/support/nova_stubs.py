@@ -18,7 +18,10 @@ from typing import Any
 
 IMAGE_SCHEMA: Mapping[str, Any] = {
     "name": "image",
-    "additionalProperties": {"type": "string"},
+    # nova sets boolean and null properties on snapshots (glanceclient validates with this)
+    "additionalProperties": {
+        "type": ["string", "boolean", "integer", "number", "null", "array", "object"]
+    },
     "properties": {
         "id": {"type": "string"},
         "name": {"type": ["null", "string"]},
