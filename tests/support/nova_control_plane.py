@@ -87,6 +87,7 @@ SOFT_WEIGHTS: Mapping[str, float] = {
     "soft_affinity_weight_multiplier": 10.0,
     "soft_anti_affinity_weight_multiplier": 10.0,
 }
+DB_POOL: Mapping[str, int] = {"max_pool_size": 2, "max_overflow": 4}
 REPORT_INTERVAL = 1
 SERVICE_DOWN_TIME = 6
 MICROVERSION = "2.95"
@@ -292,8 +293,9 @@ def nova_conf(
             "instance_usage_audit": False,
             "use_rootwrap_daemon": False,
         },
-        "api_database": {"connection": api_url},
-        "database": {"connection": cell_url},
+        # Small pools: PostgreSQL's 100 connections are shared with every other test run.
+        "api_database": {"connection": api_url, **DB_POOL},
+        "database": {"connection": cell_url, **DB_POOL},
         "conductor": {"workers": 1},
         "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": -1},
         "filter_scheduler": {"enabled_filters": ",".join(FILTERS), **SOFT_WEIGHTS},
