@@ -83,9 +83,13 @@ FILTERS = (
 #: The soft policies' weighers outweigh the resource weighers (each 1.0, normalized: the host
 #: already holding a member has the least free RAM, CPU and disk), as operators set them; the
 #: same for every scheduler.
-SOFT_WEIGHTS: Mapping[str, float] = {
+#: BuildFailureWeigher off: compute5 reports the build it failed on purpose (nova-compute's
+#: ``failed_builds`` stat, kept until a build there succeeds), and would be avoided by every
+#: scheduler after the first reschedule scenario of the run.
+WEIGHTS: Mapping[str, float] = {
     "soft_affinity_weight_multiplier": 10.0,
     "soft_anti_affinity_weight_multiplier": 10.0,
+    "build_failure_weight_multiplier": 0.0,
 }
 DB_POOL: Mapping[str, int] = {"max_pool_size": 2, "max_overflow": 4}
 REPORT_INTERVAL = 1
@@ -298,7 +302,7 @@ def nova_conf(
         "database": {"connection": cell_url, **DB_POOL},
         "conductor": {"workers": 1},
         "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": -1},
-        "filter_scheduler": {"enabled_filters": ",".join(FILTERS), **SOFT_WEIGHTS},
+        "filter_scheduler": {"enabled_filters": ",".join(FILTERS), **WEIGHTS},
         "quota": {"driver": "nova.quota.NoopQuotaDriver"},
         "oslo_concurrency": {"lock_path": "locks"},
         "api": {"list_records_by_skipping_down_cells": False},
@@ -625,7 +629,7 @@ class ControlPlane:
             f"service_down_time = {SERVICE_DOWN_TIME}",
             f"report_interval = {REPORT_INTERVAL}",
         ]
-        extra += ["[filter_scheduler]", *(f"{k} = {v}" for k, v in SOFT_WEIGHTS.items())]
+        extra += ["[filter_scheduler]", *(f"{k} = {v}" for k, v in WEIGHTS.items())]
         if mirror:
             extra += [
                 "[placement_database]",
