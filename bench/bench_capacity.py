@@ -22,7 +22,7 @@ import asyncio
 import gc
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from asyncsched.conf.options import Config
@@ -82,6 +82,9 @@ class MemoryCloud:
 
     async def fresh_services(self) -> None:
         return None
+
+    async def begin_fresh_services(self) -> Awaitable[None]:
+        raise AssertionError("capacity runs no request")
 
     async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
         """Built in a worker thread: a real Placement's work is not on our event loop."""

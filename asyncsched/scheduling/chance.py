@@ -75,6 +75,7 @@ class ChanceScheduler:
         return_alternates: bool,
     ) -> list[list[Selection]]:
         return_alternates = return_alternates and return_objects
+        await self.cache.fresh_services()  # services as of this request, as nova reads them
         hosts = self._up_hosts(spec)
         claims = instance_uuids is not None and not spec.is_rebuild
         by_rp: dict[str, list[dict[str, Any]]] = {}

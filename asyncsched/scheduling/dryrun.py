@@ -23,7 +23,7 @@ import dataclasses
 import random
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -98,6 +98,9 @@ class ScratchCache:
 
     async def fresh_services(self) -> None:
         await self._cache.fresh_services()
+
+    async def begin_fresh_services(self) -> Awaitable[None]:
+        return await self._cache.begin_fresh_services()
 
     def consume_locked(
         self,

@@ -6,7 +6,7 @@ and the chance driver and the filter scheduler share one contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Protocol
 
 from asyncsched.objects.models import Aggregate, CellMapping, RequestContext, RequestSpec
@@ -27,6 +27,7 @@ class HostCache(Protocol):
     def cells(self) -> list[CellMapping]: ...
     def aggregates(self) -> list[Aggregate]: ...
     async def fresh_services(self) -> None: ...
+    async def begin_fresh_services(self) -> Awaitable[None]: ...
     def consume_locked(
         self,
         host: HostState,

@@ -278,7 +278,6 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        await self.cache.fresh_services()  # services as of this request, as nova reads them
         if self._chance is not None:
             try:
                 chosen = await self._chance.select_destinations(
@@ -359,6 +358,7 @@ class SchedulerManager:
         if spec.is_rebuild:
             states = self._restrict_cell(spec, self.cache.all_hosts())
             return engine.start(states), None, False, spec
+        fresh = await self.cache.begin_fresh_services()  # services read while Placement answers
         spec = run_prefilters(ctx, spec, config, aggregates)
         request = build_resource_request(spec, config, nodes_for=self._nodes_for)
         try:
@@ -374,6 +374,7 @@ class SchedulerManager:
         if not cands.allocation_requests:
             LOG.debug("Got no allocation candidates from the Placement API.")
             raise NoValidHost(reason="")
+        await fresh  # services as of this request, as nova reads them (ComputeFilter)
         states, per_host = self._host_view(spec, cands)
         return engine.start(states, per_host), str(cands.version), True, spec
 

@@ -53,6 +53,7 @@ from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.fresh import (
     FRESH_RETRY,
+    FreshWait,
     SharedRead,
     after_refresh,
     fresh_read,
@@ -301,21 +302,32 @@ class HostStateCache(StartClose):
         of each cell's ``services`` that started after the call (shared by the requests
         that arrive together; see ``state.fresh``). A cell that is down, failing or slow is
         answered from the cached state; this never raises."""
+        await (await self.begin_fresh_services())
+
+    async def begin_fresh_services(self) -> FreshWait:
+        """``fresh_services`` in two steps: start the reads (their queries are sent before
+        this returns), do other work meanwhile (Placement's answer), then await the result
+        (never raises); left unawaited, the reads still complete and apply."""
         wait = self._config.asyncsched.fresh_services_wait
-        if wait <= 0 or not self._running:
-            return
-        now = self._clock()
         pending: dict[asyncio.Task[Any], Cell] = {}
-        for cell in self._cells.values():
-            fresh = cell.fresh
-            if not cell.loaded or cell.db.failures or now < fresh.retry_at:
-                self.metrics["services_fresh_skipped"] += 1
-                continue
-            if fresh.shared is None:
-                fresh.shared = SharedRead(functools.partial(self._fresh_cell, cell), self._spawn)
-            task = fresh.shared.request()
-            if task is not None:
-                pending[task] = cell
+        if wait > 0 and self._running:
+            now = self._clock()
+            for cell in self._cells.values():
+                fresh = cell.fresh
+                if not cell.loaded or cell.db.failures or now < fresh.retry_at:
+                    self.metrics["services_fresh_skipped"] += 1
+                    continue
+                if fresh.shared is None:
+                    read = functools.partial(self._fresh_cell, cell)
+                    fresh.shared = SharedRead(read, self._spawn)
+                task = fresh.shared.request()
+                if task is not None:
+                    pending[task] = cell
+        if pending:
+            await asyncio.sleep(0)  # the reads send their queries now
+        return FreshWait(functools.partial(self._await_fresh, pending, wait))
+
+    async def _await_fresh(self, pending: dict[asyncio.Task[Any], Cell], wait: float) -> None:
         if not pending:
             return
         _, late = await asyncio.wait(pending, timeout=wait)

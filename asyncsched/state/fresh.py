@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -97,6 +97,19 @@ class SharedRead:
         finally:
             if self._running is me:
                 self._running = None
+
+
+class FreshWait:
+    """What ``HostStateCache.begin_fresh_services`` returns: awaiting it waits for the reads
+    begun (bounded); it holds no coroutine until awaited, so leaving it is harmless."""
+
+    __slots__ = ("_wait",)
+
+    def __init__(self, wait: Callable[[], Awaitable[None]]) -> None:
+        self._wait = wait
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._wait().__await__()
 
 
 @dataclass(eq=False)

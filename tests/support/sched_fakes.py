@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from asyncsched.exceptions import ConsumerHeld, PlacementError
@@ -82,7 +83,13 @@ class FakeCache:
             await self.release(host, instance_uuid)
 
     async def fresh_services(self) -> None:
+        await (await self.begin_fresh_services())
+
+    async def begin_fresh_services(self) -> Awaitable[None]:
         self.fresh_reads += 1
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
 
 class FakePlacement:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
+from collections.abc import Awaitable
 
 from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
 from asyncsched.scheduling.manager import SchedulerManager
@@ -16,18 +18,26 @@ CTX = RequestContext(request_id="req-fresh", user_id="u", project_id="p")
 
 
 class DisablingCache(FakeCache):
-    """Its fresh read finds the named host disabled (as an API call just did)."""
+    """Its services read, begun before Placement's answer, lands later and finds the named
+    host disabled (as an API call just did)."""
 
     def __init__(self, hosts: list[HostState], disable: str) -> None:
         super().__init__(hosts)
         self.disable = disable
 
-    async def fresh_services(self) -> None:
-        await super().fresh_services()
-        for h in self.hosts.values():
-            if h.host == self.disable and h.service is not None:
-                h.service = dataclasses.replace(h.service, disabled=True)
-                h.touch()
+    async def begin_fresh_services(self) -> Awaitable[None]:
+        self.fresh_reads += 1
+        landed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def land() -> None:
+            for h in self.hosts.values():
+                if h.host == self.disable and h.service is not None:
+                    h.service = dataclasses.replace(h.service, disabled=True)
+                    h.touch()
+            landed.set_result(None)
+
+        asyncio.get_running_loop().call_later(0.01, land)
+        return landed
 
 
 async def test_each_request_reads_services_before_it_filters() -> None:
@@ -42,3 +52,17 @@ async def test_each_request_reads_services_before_it_filters() -> None:
     assert cache.fresh_reads == 1
     await mgr.select_destinations(CTX, spec, [str(uuid.uuid4())], True, True)
     assert cache.fresh_reads == 2
+
+
+async def test_the_chance_driver_reads_services_too() -> None:
+    hosts = [host(f"cmp{i}") for i in range(2)]
+    cache = DisablingCache(hosts, disable="cmp0")
+    conf = dataclasses.replace(
+        config(), asyncsched=dataclasses.replace(config().asyncsched, driver="chance")
+    )
+    mgr = SchedulerManager(conf, cache, FakePlacement(hosts), clock=lambda: NOW)
+    spec = RequestSpec(flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1), num_instances=1)
+    for _ in range(10):
+        [[chosen, *_]] = await mgr.select_destinations(CTX, spec, [str(uuid.uuid4())], True, True)
+        assert chosen.service_host == "cmp1"
+    assert cache.fresh_reads == 10
