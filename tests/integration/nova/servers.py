@@ -20,6 +20,7 @@ FLAVORS: Mapping[str, Mapping[str, int]] = {
 }
 HOST = "OS-EXT-SRV-ATTR:host"
 TIMEOUT = 120.0
+FAILED_MIGRATION = frozenset({"error", "failed"})
 
 
 class Servers:
@@ -117,6 +118,8 @@ class Servers:
             rows = sorted(self.migrations(sid), key=lambda m: m["id"])
             if len(rows) >= count and rows[-1]["status"] == status:
                 return rows[-1]
+            if len(rows) >= count and rows[-1]["status"] in FAILED_MIGRATION - {status}:
+                raise AssertionError(f"migration of {sid} {rows[-1]['status']}: {rows[-1]}")
             return None
 
         return poll(f"migration {count} of {sid} {status}", probe, TIMEOUT)
