@@ -3,7 +3,10 @@
 #  - the parity suite (tests/parity, `make parity`) compares asyncsched's decisions with nova's
 #    scheduler filters and weighers, nova.virt.hardware and nova.pci.stats (no libvirt needed);
 #  - the broker-restart baseline (tests/integration/chaos/test_chaos_broker_restart_nova.py)
-#    runs the real nova-scheduler and nova-manage against PostgreSQL, hence psycopg2-binary.
+#    runs the real nova-scheduler and nova-manage against PostgreSQL, hence psycopg2-binary;
+#  - the nova control-plane suite (tests/integration/nova, `make e2e-nova`) runs nova-api (nova's
+#    osapi_compute WSGI app on the stdlib's wsgiref, so no WSGI server is installed),
+#    nova-conductor and nova-compute on nova's fake virt drivers: nothing beyond the above.
 # Idempotent: does nothing when the pinned version (with the PostgreSQL driver) is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,0 +1,58 @@
+"""One real nova 34 control plane for the module, served in turn by each scheduler.
+
+``plane`` starts nova-api, nova-conductor, four computes, cells, Placement, a RabbitMQ vhost and
+the databases once (about a minute); ``nova`` is parametrized over the three schedulers and
+module-scoped, so pytest runs every scenario against nova-scheduler, then asyncsched, then
+asyncsched with the Placement mirror, swapping only the process on the ``scheduler`` topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.nova.servers import Servers
+from tests.support.nova_control_plane import SCHEDULERS, ControlPlane
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path_factory.mktemp("nova-plane"))
+    try:
+        cp.start()
+        yield cp
+    except BaseException:
+        print(cp.logs())
+        raise
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="module", params=SCHEDULERS)
+def scheduler(request: pytest.FixtureRequest, plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The plane with ``request.param`` on the ``scheduler`` topic."""
+    plane.use_scheduler(str(request.param))
+    yield plane
+    plane.reset_services()
+    plane.stop_scheduler()
+
+
+@pytest.fixture
+def nova(scheduler: ControlPlane, request: pytest.FixtureRequest) -> Iterator[Servers]:
+    """Servers on the plane; everything the test created is deleted after it, and the
+    services are back to enabled and up; the logs are printed when the test failed."""
+    servers = Servers(scheduler)
+    yield servers
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(scheduler.logs())
+    scheduler.reset_services()
+    servers.delete_created()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{rep.when}", rep)
