@@ -240,7 +240,13 @@ def build_daemon(
     cache = HostStateCache(config, recorder=metrics)
     placement = PlacementClient.from_config(config, recorder=metrics)
     mirror = PlacementMirror.from_config(config)
-    candidates = CandidateSource(placement, mirror)  # the mirror, else the shared GET
+    candidates = CandidateSource(  # the mirror, else the shared GET
+        placement,
+        mirror,
+        services_judge=any(
+            n.rsplit(".", 1)[-1] == "ComputeFilter" for n in config.filter_scheduler.enabled_filters
+        ),
+    )
     if mirror is not None and placement.guard is not None:  # claims confirmed from its DB
         placement.guard.usages = DatabaseUsage(mirror.usage, placement)
     notifier = build_notifier(config)  # driver and transport URL: ConfigError

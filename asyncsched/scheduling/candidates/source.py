@@ -14,12 +14,14 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import TakesOver
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.placement.traits import COMPUTE_STATUS_DISABLED
 from asyncsched.scheduling.candidates.local import Fallback, LocalCandidates
 from asyncsched.scheduling.candidates.single_flight import SingleFlight
 from asyncsched.scheduling.interfaces import Placement
@@ -36,9 +38,16 @@ class CandidateSource:
 
     name = "candidates"
 
-    def __init__(self, client: Placement, mirror: PlacementMirror | None) -> None:
+    def __init__(
+        self, client: Placement, mirror: PlacementMirror | None, *, services_judge: bool = False
+    ) -> None:
         self.client = client
         self.mirror = mirror
+        # With ComputeFilter on, the services table read for each request judges a disabled
+        # host; the mirror's copy of the COMPUTE_STATUS_DISABLED trait lags it by a refresh,
+        # and would refuse a host enabled just before the request (nova's computes change the
+        # trait in Placement before the API answers the enable).
+        self._services_judge = services_judge
         self._local = LocalCandidates()
         self._flight: SingleFlight[Candidates] = SingleFlight()
         self.paths: Counter[str] = Counter()  # "mirror", "placement"
@@ -61,7 +70,8 @@ class CandidateSource:
             state, reason = mirror.serving()
             if state is not None:
                 t0 = time.perf_counter()
-                got = self._local.compute(state, request, mirror.pending_usage())
+                local = self._for_mirror(request)
+                got = self._local.compute(state, local, mirror.pending_usage())
                 self._local_ms = (time.perf_counter() - t0) * 1000
                 if not isinstance(got, Fallback):
                     self._count(MIRROR, None)
@@ -76,6 +86,13 @@ class CandidateSource:
         return await self._flight.run(
             request.to_querystring(), lambda: self.client.get_allocation_candidates(request)
         )
+
+    def _for_mirror(self, request: ResourceRequest) -> ResourceRequest:
+        """The request the mirror answers: without the disabled-compute trait when the
+        services read judges it (ComputeFilter on), as fresh as nova's per-request read."""
+        if not self._services_judge or COMPUTE_STATUS_DISABLED not in request.root_forbidden:
+            return request
+        return replace(request, root_forbidden=request.root_forbidden - {COMPUTE_STATUS_DISABLED})
 
     def _count(self, path: str, reason: str | None) -> None:
         self.paths[path] += 1

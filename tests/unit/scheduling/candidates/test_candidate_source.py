@@ -241,3 +241,21 @@ def test_daemon_with_a_placement_database_starts_the_mirror_before_the_scheduler
     ]
     assert daemon.manager.placement is daemon.candidates
     assert daemon.candidates is not None and daemon.candidates.mirror is daemon.mirror
+
+
+@pytest.mark.parametrize(("services_judge", "offered"), [(True, {"a", "b"}), (False, {"b"})])
+async def test_the_disabled_trait_is_left_to_the_services_read_when_it_judges(
+    services_judge: bool, offered: set[str]
+) -> None:
+    """nova's compute clears COMPUTE_STATUS_DISABLED in Placement before the API answers an
+    enable; the mirror sees that a refresh later. With ComputeFilter on, the services table
+    read for the request decides, so the mirror does not refuse the host on its stale trait."""
+    c = Cloud()
+    c.compute("a", vcpu=4, traits=("COMPUTE_STATUS_DISABLED",))
+    c.compute("b", vcpu=4)
+    client = FakeClient()
+    src = CandidateSource(client, mirror_with(c.state(), Clock()), services_judge=services_judge)
+    got = await src.get_allocation_candidates(
+        request({"VCPU": 1}, root_forbidden=["COMPUTE_STATUS_DISABLED"])
+    )
+    assert set(got.alloc_reqs_by_rp_uuid) == offered and client.gets == []
