@@ -8,7 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-# Written by other engineers in the same wave; they appear at merge.
 
 
 def test_the_readme_fits_and_has_its_sections() -> None:
@@ -29,5 +28,4 @@ def test_every_relative_link_of_the_readme_and_docs_leads_to_a_file() -> None:
     for doc in [README, *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
             path = (doc.parent / target).resolve()
-            rel = path.relative_to(ROOT).as_posix()
             assert path.exists(), f"{doc.name}: {target}"
