@@ -156,12 +156,13 @@ def daemon_config(
     placement: PlacementOptions,
     scheduler_host: str,
     enabled_filters: Sequence[str] | None = None,
+    service_down_time: int = 86400,
     **asyncsched: Any,
 ) -> Config:
     """An asyncsched Config for a seeded cloud (fast reconnects, quiet background refresh).
 
-    The seeded services never heartbeat, so ``service_down_time`` is a day: a module that runs
-    longer than nova's 60 s on a loaded machine must not find every host down."""
+    The seeded services never heartbeat, so ``service_down_time`` is a day by default: a module
+    that runs longer than nova's 60 s on a loaded machine must not find every host down."""
     fs = FilterSchedulerOptions()
     if enabled_filters is not None:
         fs = dataclasses.replace(fs, enabled_filters=tuple(enabled_filters))
@@ -170,7 +171,7 @@ def daemon_config(
             DefaultOptions(),
             transport_url=transport_url,
             host=scheduler_host,
-            service_down_time=86400,
+            service_down_time=service_down_time,
         ),
         api_database=ApiDatabaseOptions(connection=api_url),
         placement=placement,

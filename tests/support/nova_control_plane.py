@@ -622,13 +622,10 @@ class ControlPlane:
             ),
             scheduler_host=f"asyncsched-{folder.name}",
             enabled_filters=FILTERS,
+            service_down_time=SERVICE_DOWN_TIME,
         )
         conf = write_config(folder, config)
-        extra = [
-            "[DEFAULT]",
-            f"service_down_time = {SERVICE_DOWN_TIME}",
-            f"report_interval = {REPORT_INTERVAL}",
-        ]
+        extra = ["[DEFAULT]", f"report_interval = {REPORT_INTERVAL}"]
         extra += ["[filter_scheduler]", *(f"{k} = {v}" for k, v in WEIGHTS.items())]
         if mirror:
             extra += [
