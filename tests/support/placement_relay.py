@@ -4,7 +4,8 @@ With ``delay`` set, each response chunk waits that long, so a batch stays in fli
 enough for a test to signal, kill or cut something mid-call (``flowing`` cleared holds them
 all until it is set again); ``candidates_seen`` tells when a
 GET /allocation_candidates passed (the daemon is then inside a call). With ``claim_group``
-above 1, a claim going up (``PUT /allocations/...``, ``POST /allocations``) waits until that
+above 1, a claim going up (``PUT /allocations/...``, ``POST /allocations``; not an undo, which names
+no provider) waits until that
 many claims naming one of its providers wait, or ``claim_wait`` seconds passed, and then they
 go on together: claims that several schedulers decided at about the same time for the same
 host reach Placement at the same moment, which is when its race between concurrent claims
@@ -78,7 +79,11 @@ class Relay:
                         self.claim_seen.set()
                     if not down and self.claim_group > 1 and _is_claim(data):
                         data = await _whole_request(src, data)
-                        await self._gate(frozenset(_PROVIDER.findall(data)))
+                        providers = frozenset(_PROVIDER.findall(data))
+                        # A write naming no provider (a fenced undo: PUT of ``{}`` at the
+                        # consumer generation) claims nothing: it is never held.
+                        if providers:
+                            await self._gate(providers)
                     if down:
                         await self.flowing.wait()
                     if down and self.delay:
@@ -106,7 +111,7 @@ class Relay:
 
     def _partners(self, claim: _Held) -> list[_Held]:
         """The held claims (``claim`` among them) that name one of its providers."""
-        return [h for h in self._held if h.providers & claim.providers]
+        return [h for h in self._held if h is claim or h.providers & claim.providers]
 
     def _release(self, claim: _Held) -> None:
         if claim.go.done():
