@@ -266,8 +266,13 @@ def test_evacuate(nova: Servers) -> None:
     member = members[0]
     dead = member_hosts[member]
     (free,) = set(COMPUTES) - set(member_hosts.values())
-    chosen, named = nova.boot("evac", count=2, zone=f"{nova.plane.zone_of(dead)}:{dead}")
-    target = next(h for h in COMPUTES if h not in (dead, free))
+    zone = nova.plane.zone_of(dead)
+    chosen, named = nova.boot("evac", count=2, zone=f"{zone}:{dead}")
+    # The servers' RequestSpec keeps the zone they were booted into: nova's
+    # map_az_to_placement_aggregate asks Placement for it on every move, a named host too
+    # (member_of the zone's aggregate and in_tree the host), so a host of another zone has
+    # no candidate with nova-scheduler either. The named host is dead's zone partner.
+    target = next(h for h in ZONES[zone] if h != dead)
     nova.plane.stop_compute(dead)
     poll(f"{dead} down", lambda: True if nova.plane.services()[dead]["state"] == "down" else None)
     nova.plane.set_service(dead, forced_down=True)

@@ -215,6 +215,26 @@ def test_existing_destination_is_kept() -> None:
     assert out.requested_destination.aggregates == ("x", "agg-az2")
 
 
+def test_named_host_move_keeps_the_servers_zone() -> None:
+    """An evacuate to a named host (conductor: requested_destination host/node, ignore_hosts
+    the source, forced hosts reset) of a server booted into ``az2:<host>``: nova's
+    map_az_to_placement_aggregate still adds the zone, so the query asks for the named
+    host's tree AND the zone's aggregate (a host of another zone: no candidate, as nova)."""
+    s = spec(
+        availability_zone="az2",
+        ignore_hosts=("compute4",),
+        requested_destination=Destination(host="compute1", node="compute1"),
+    )
+    request = build_resource_request(
+        run(s), Config(), nodes_for=lambda host, node: ["cn-1"] if host == "compute1" else []
+    )
+    assert unquote(request.to_querystring()) == (
+        "in_tree=cn-1&limit=1000&member_of=in:agg-az2"
+        "&resources=DISK_GB:1,MEMORY_MB:512,VCPU:1"
+        "&root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED"
+    )
+
+
 def test_nova_order() -> None:
     names = [f.__name__ for f in ALL_REQUEST_FILTERS]
     assert names == [
