@@ -252,7 +252,7 @@ def build_daemon(
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
     manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)
-    rpc = RPCServer(config, manager, cache, recorder=metrics)
+    rpc = RPCServer(config, manager, cache.events, recorder=metrics)
     # The notifier is a component only when it sends: it closes after the scheduler, so the
     # .end notifications of the calls drained at SIGTERM still go out.
     components: tuple[Component, ...] = (
