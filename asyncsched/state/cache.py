@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.pacing import Pacer
@@ -49,6 +48,7 @@ from asyncsched.state import assumptions
 from asyncsched.state.events import CastEvents
 from asyncsched.state.fresh import FreshWait
 from asyncsched.state.fresh_reads import FreshReads
+from asyncsched.state.health import HostStateHealth
 from asyncsched.state.host_state import HostState, PlacedNumaPci
 from asyncsched.state.refresher import Refresher
 from asyncsched.state.rows import image_props_wanted
@@ -120,29 +120,41 @@ class HostStateCache(StartClose):
         for an unavailable database: that shows in ``health()``."""
         await self.refresher.refresh(full=full)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HostStateHealth:
         """Staleness and age per database, counts, assumption metrics, last errors."""
         now = self._clock()
         refresher = self.refresher
         cells = {c.uuid: c.health(now, self._live.image_props_on) for c in self._cells.values()}
         api = db_health(refresher.api, refresher.api_loaded, now)
-        stale = api["stale"] or any(c["stale"] for c in cells.values())
+        stale = api.stale or any(c.stale for c in cells.values())
         ready = refresher.api_loaded and all(c.loaded for c in self._cells.values())
-        return {
-            "ok": ready and not stale,
-            "ready": ready,
-            "stale": stale,
-            "api": api,
-            "cells": cells,
-            "unusable_cells": dict(refresher.unusable_cells),
-            "hosts": len(self._table.by_uuid),
-            "aggregates": len(self._live.aggs.aggs),
-            "assumed": sum(len(h.assumed) for h in self._table.by_uuid.values()),
-            "assumed_unfit": sum(
-                1 for h in self._table.by_uuid.values() for a in h.assumed.values() if a.conflict
-            ),
-            **self.metrics,
-        }
+        hosts = self._table.by_uuid.values()
+        m = self.metrics
+        return HostStateHealth(
+            ok=ready and not stale,
+            ready=ready,
+            stale=stale,
+            api=api,
+            cells=cells,
+            unusable_cells=dict(refresher.unusable_cells),
+            hosts=len(self._table.by_uuid),
+            aggregates=len(self._live.aggs.aggs),
+            assumed=sum(len(h.assumed) for h in hosts),
+            assumed_unfit=sum(1 for h in hosts for a in h.assumed.values() if a.conflict),
+            assumptions_confirmed=m["assumptions_confirmed"],
+            assumptions_expired=m["assumptions_expired"],
+            assumptions_released=m["assumptions_released"],
+            assumptions_refitted=m["assumptions_refitted"],
+            assumptions_unfit=m["assumptions_unfit"],
+            refresh_passes=m["refresh_passes"],
+            full_resyncs=m["full_resyncs"],
+            refresh_failures=m["refresh_failures"],
+            image_props_reads=m["image_props_reads"],
+            image_props_failures=m["image_props_failures"],
+            services_fresh_reads=m["services_fresh_reads"],
+            services_fresh_failures=m["services_fresh_failures"],
+            services_fresh_skipped=m["services_fresh_skipped"],
+        )
 
     # ---- reads ------------------------------------------------------------------------------
 
