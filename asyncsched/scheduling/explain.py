@@ -305,7 +305,7 @@ async def _outside(
     mgr = DryRunManager.over(config, cache, placement, clock=clock)
     cands: list[dict[str, Any]] | None = None
     try:
-        hosts, probe = await mgr.hosts_for(probe)
+        hosts, probe = await mgr.traced_hosts(probe)
         cands = next((list(c) for s, c in zip(hosts.states, hosts.cands, strict=True)
                       if s.uuid == state.uuid), None)  # fmt: skip
     except NoValidHost:  # no candidate on it, or Placement failed: as the first answer
