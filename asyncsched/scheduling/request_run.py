@@ -128,10 +128,12 @@ class RequestRun:
         spec = self.spec
         legacy = instance_uuids is None or not self.claims
         num = spec.num_instances if instance_uuids is None else len(instance_uuids)
-        uuids = (
-            list(instance_uuids)
+        # Without instance uuids, request-local ones for the bookkeeping only, made as the
+        # instances are placed: 10,000 uuid4() at once held the loop for 40 ms or more.
+        uuids: Iterable[str] = (
+            instance_uuids
             if instance_uuids is not None
-            else [str(uuidlib.uuid4()) for _ in range(num)]  # request-local bookkeeping only
+            else (str(uuidlib.uuid4()) for _ in range(num))
         )
         batch = ClaimBatch(
             self._placement,
@@ -162,7 +164,7 @@ class RequestRun:
     async def _place_all(
         self,
         batch: ClaimBatch,
-        uuids: list[str],
+        uuids: Iterable[str],
         keep_uuids: bool,
         legacy: bool,
         skip_filters: bool,
