@@ -6,9 +6,8 @@ over an in-memory cloud whose Placement answers at once, and the reply is encode
 into its envelope (``tests/support/big_call.py``). A 1 ms ticker records the longest step
 between two of its turns, in the loop thread's CPU time with the collector paused
 (``tests/support/loop_gap.py``: another process running, or a collection of the whole heap,
-is not blamed on the code). The cache is the tests' FakeCache, whose ``release_many`` does not
-pace itself (the daemon's HostStateCache gives the loop a turn between hosts): the legacy
-form's figure is an upper bound.
+is not blamed on the code). The cache is the tests' FakeCache, whose ``release_many`` gives
+the loop turns as the daemon's HostStateCache does.
 
 Forms (issue #24: no hold of 100 ms or more in any call up to ``max_instances_per_request``):
 
