@@ -14,7 +14,8 @@ what it needs is up:
    then ``notifications`` (only when a notification driver is set), which never blocks start;
    then ``placement_mirror`` (when ``[placement_database] connection`` is set): Placement's
    providers loaded into memory, and ``candidates``, which answers from it or asks Placement;
-3. ``scheduler``: :class:`SchedulerManager` (filter scheduler or chance driver) over 1 and 2;
+3. ``scheduler``: the decision driver over 1 and 2, :class:`SchedulerManager` (the filter
+   scheduler) or :class:`ChanceScheduler` (``[asyncsched] driver = chance``);
 4. ``rpc``: :class:`RPCServer`, the AMQP consumers, calling 3 and feeding fanout casts to 1.
 
 The :class:`~asyncsched.service.Service` stops in reverse: the consumers stop taking messages
@@ -52,6 +53,8 @@ from asyncsched.placement.health import PlacementHealth
 from asyncsched.rpc.server import RPCHealth, RPCServer
 from asyncsched.scheduling.candidates import CandidateSource
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.scheduling.chance import ChanceScheduler
+from asyncsched.scheduling.interfaces import Strategy
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
@@ -147,17 +150,17 @@ class SchedulerComponent:
 
     name = "scheduler"
 
-    def __init__(self, manager: SchedulerManager, cache: HostStateCache) -> None:
+    def __init__(self, manager: Strategy, cache: HostStateCache) -> None:
         self.manager = manager
         self._cache = cache
 
     async def start(self) -> None:
-        engine = self.manager.engine
+        filters, weighers = self.manager.plugins()
         LOG.info(
             "scheduler: driver %s; filters %s; weighers %s",
             self.manager.config.asyncsched.driver,
-            [f.name for f in engine.filters],
-            [w.name for w in engine.weighers],
+            filters,
+            weighers,
         )
 
     async def close(self) -> None:
@@ -172,10 +175,11 @@ class SchedulerComponent:
         outcomes = Counter(s.outcome.split(":", 1)[0] for s in recent)
         cache = self._cache.health()
         last = recent[-1] if recent else None
+        filters, weighers = self.manager.plugins()
         return SchedulerHealth(
             driver=self.manager.config.asyncsched.driver,
-            filters=[f.name for f in self.manager.engine.filters],
-            weighers=[w.name for w in self.manager.engine.weighers],
+            filters=filters,
+            weighers=weighers,
             host_subset_size=self.manager.config.filter_scheduler.host_subset_size,
             hosts=cache.hosts,
             # Decisions are made from the cache: when a database is unreachable they go on
@@ -216,7 +220,7 @@ class Daemon:
 
     cache: HostStateCache
     placement: PlacementClient
-    manager: SchedulerManager
+    manager: Strategy
     rpc: RPCServer
     components: tuple[Component, ...]
     registry: CollectorRegistry
@@ -267,7 +271,8 @@ def build_daemon(
         placement.guard.usages = DatabaseUsage(mirror.usage, placement)
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
-    manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)
+    driver = ChanceScheduler if config.asyncsched.driver == "chance" else SchedulerManager
+    manager = driver(config, cache, candidates, recorder=metrics, notifier=notifier)
     rpc = RPCServer(config, manager, cache.events, recorder=metrics)
     # The notifier is a component only when it sends: it closes after the scheduler, so the
     # .end notifications of the calls drained at SIGTERM still go out.

@@ -44,7 +44,7 @@ from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.capacity import Bounds, capacity
 from asyncsched.scheduling.dryrun import DryRunManager
-from asyncsched.scheduling.manager import _Request
+from asyncsched.scheduling.manager import Offer
 from asyncsched.state.host_state import HostState
 from bench.synthetic_cloud import NOW, make_cloud
 
@@ -153,8 +153,9 @@ async def _stall_while(coro: Any) -> tuple[Any, float]:
 async def _baseline(cloud: MemoryCloud, config: Config, spec: RequestSpec, sample: int) -> float:
     """Seconds per instance of the sequential decide-and-consume loop (a scratch manager)."""
     mgr = DryRunManager.over(config, cloud, cloud, clock=lambda: NOW)
-    hosts, spec = await mgr.hosts_for(spec)
-    req = _Request(mgr, RequestContext(request_id="req-bench"), spec, hosts, mgr.engine, None, True)
+    hosts, spec = await mgr.traced_hosts(spec)
+    offer = Offer(hosts, spec, version=None, claims=True)
+    req = mgr.request_run(RequestContext(request_id="req-bench"), offer)
     t0 = time.perf_counter()
     done = 0
     for i in range(sample):

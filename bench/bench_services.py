@@ -7,7 +7,7 @@ enabling a host every second. The host-state cache runs as in the daemon (refres
 
 One request = the decision path on every cached host (default filters, all weighers: filter,
 weigh, pick), ``without`` as before, ``with`` the fresh read first (begun before Placement's
-answer and awaited after it, as ``SchedulerManager._hosts_for`` does; ``--placement-ms``
+answer and awaited after it, as ``SchedulerManager.hosts_for`` does; ``--placement-ms``
 stands for that answer in both, 0 by default: nothing to overlap). The two alternate,
 request by request, in the same run; wall time, p50/p99 and the p99 difference are printed.
 
@@ -144,7 +144,7 @@ async def run(n_hosts: int, requests: int, gap: float, placement: float) -> None
 
             decide_in_with: list[float] = []
 
-            async def fresh_then_decide() -> None:  # as SchedulerManager._hosts_for does
+            async def fresh_then_decide() -> None:  # as SchedulerManager.hosts_for does
                 fresh = await cache.begin_fresh_services()
                 if placement:
                     await asyncio.sleep(placement)

@@ -29,7 +29,7 @@ from asyncsched.objects.codec import CodecError, decode_request_spec, request_sp
 from asyncsched.objects.models import RequestSpec
 from asyncsched.scheduling.capacity import Bounds, Capacity, capacity
 from asyncsched.scheduling.explain import Explanation, explain
-from asyncsched.scheduling.manager import SchedulerManager
+from asyncsched.scheduling.interfaces import Strategy
 
 LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -158,13 +158,14 @@ class DryRunSlots:
 
 
 class ExplainAPI:
-    """The handlers, over the live manager (its current config, cache and Placement).
+    """The handlers, over the live driver (its current config, cache and Placement; under
+    either driver the dry runs are the filter scheduler's).
 
     Each run is bounded: a slot (429 when none is free), a deadline
     (``[asyncsched] admin_dry_run_timeout``), capacity's count cap, and a client that goes
     away cancels its run (aiohttp's handler cancellation); ``stats`` counts each outcome."""
 
-    def __init__(self, manager: SchedulerManager) -> None:
+    def __init__(self, manager: Strategy) -> None:
         self._mgr = manager
         self._slots = DryRunSlots(manager.config.asyncsched.admin_max_dry_runs)
         self.stats = {"answered": 0, "busy": 0, "cancelled": 0, "timed_out": 0, "bounded": 0}

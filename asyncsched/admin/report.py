@@ -76,8 +76,20 @@ def explain_text(answer: Mapping[str, Any], what: str) -> str:
     verdict = answer.get("host")
     if verdict:
         lines += ["", _verdict(verdict)]
+        lines += _shares(verdict)
     lines += ["", f"all instances: {answer['summary']}"]
     return "\n".join(lines) + "\n"
+
+
+def _shares(v: Mapping[str, Any]) -> list[str]:
+    """The named host's weigher shares: its own (it passed) or what it would have had."""
+    weight, terms = v.get("weight"), v.get("weighers") or {}
+    if weight is None:
+        return []
+    passed = v["verdict"] in ("selected", "ranked")
+    head = "  its weight" if passed else "  had it passed, the weighers would have given it"
+    shares = ", ".join(f"{name} {share:.4f}" for name, share in terms.items()) or "no share"
+    return [f"{head}: {weight:.4f} = {shares}"]
 
 
 def _verdict(v: Mapping[str, Any]) -> str:

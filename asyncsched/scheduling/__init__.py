@@ -2,9 +2,11 @@
 
 Public entry points:
 
-- ``manager.SchedulerManager(config, cache, placement)``: the RPC layer's SchedulerAPI
+- ``interfaces.Strategy``: a decision driver behind the RPC layer's SchedulerAPI
   (``select_destinations``), ``reconfigure(config)`` on SIGHUP, ``diagnostics.recent()``.
-- ``chance.ChanceScheduler``: ``[asyncsched] driver = chance`` behind the same API.
+- ``manager.SchedulerManager(config, cache, placement)``: the filter scheduler; each call is a
+  ``request_run.RequestRun``.
+- ``chance.ChanceScheduler``: ``[asyncsched] driver = chance``.
 - ``loader.load_filters(config)`` / ``loader.load_weighers(config)``: plugin resolution
   (raises ConfigError), also usable by ``check-config``.
 - ``engine.DecisionEngine``: the I/O-free decision path (filter, weigh, pick).

@@ -38,7 +38,7 @@ from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import RequestContext, RequestSpec
 from asyncsched.scheduling.dryrun import DryRunManager, TracedHosts, why_no_host
 from asyncsched.scheduling.interfaces import HostCache, Placement
-from asyncsched.scheduling.manager import _Request
+from asyncsched.scheduling.manager import Offer
 from asyncsched.scheduling.selection import availability_zone
 from asyncsched.state.host_state import HostState
 
@@ -107,7 +107,7 @@ async def capacity(
     await mgr.engine.prepare(every)
     spec = dataclasses.replace(spec, num_instances=1)
     try:
-        hosts, spec = await mgr.hosts_for(spec)
+        hosts, spec = await mgr.traced_hosts(spec)
     except NoValidHost as exc:
         why = why_no_host(exc, "no allocation candidates")
         if not why.startswith("Placement"):
@@ -132,7 +132,7 @@ class _Fill:
         self.bounded: str | None = None
         self.hosts = hosts
         self.spec = spec
-        self.req = _Request(mgr, _CTX, spec, hosts, mgr.engine, None, True)
+        self.req = mgr.request_run(_CTX, Offer(hosts, spec, version=None, claims=True))
         self.counts = np.zeros(len(hosts.states), dtype=np.int64)
         self.excluded: Counter[str] = Counter()
         self.limited: Counter[str] = Counter()

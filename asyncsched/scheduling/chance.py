@@ -2,52 +2,47 @@
 
 Random up compute hosts (``ignore_hosts`` honoured, nova's NoValidHost messages), but unlike the
 removed upstream driver it still asks Placement for candidates and claims each instance, so it
-cannot overcommit. No filters, no weighers.
+cannot overcommit. No filters, no weighers. A :class:`~asyncsched.scheduling.interfaces.Strategy`
+of its own, chosen in ``app.py``; it shares the candidate step (Placement's answer, a failure
+as NoValidHost) and the Selection step with the filter scheduler.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import Any
 
-from asyncsched.common.clock import as_utc, utcnow
+from asyncsched.common.clock import as_utc
 from asyncsched.common.pacing import Pacer
 from asyncsched.conf.options import Config
-from asyncsched.exceptions import NoValidHost, PlacementError
+from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import build_resource_request
-from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
+from asyncsched.scheduling.interfaces import Strategy
+from asyncsched.scheduling.loader import load_filters, load_weighers
+from asyncsched.scheduling.selection import NOT_ENOUGH, host_selection
 from asyncsched.scheduling.servicegroup import service_is_up
 from asyncsched.state.host_state import HostState
-
-if TYPE_CHECKING:
-    from asyncsched.scheduling.interfaces import HostCache, Placement
 
 LOG = logging.getLogger(__name__)
 
 
-class ChanceScheduler:
+class ChanceScheduler(Strategy):
     """Random placement behind the SchedulerAPI, with Placement claims."""
 
-    def __init__(
-        self,
-        config: Config,
-        cache: HostCache,
-        placement: Placement,
-        *,
-        rng: random.Random | None = None,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
+    def reconfigure(self, config: Config) -> None:
+        """SIGHUP: the new config; a filter or weigher list that does not load raises
+        ConfigError and keeps the old (as under the filter scheduler: check-config agrees)."""
+        load_filters(config)
+        load_weighers(config)
         self.config = config
-        self.cache = cache
-        self.placement = placement
-        self.rng = rng if rng is not None else random.Random()
-        self.clock = clock
+
+    def plugins(self) -> tuple[list[str], list[str]]:
+        return [], []  # no filters, no weighers
 
     def _up_hosts(self, spec: RequestSpec) -> list[HostState]:
         now = as_utc(self.clock())
@@ -67,7 +62,27 @@ class ChanceScheduler:
             raise NoValidHost(reason="Could not find another compute")
         return hosts
 
-    async def select_destinations(
+    async def decide(
+        self,
+        ctx: RequestContext,
+        spec: RequestSpec,
+        instance_uuids: Sequence[str] | None,
+        return_objects: bool,
+        return_alternates: bool,
+    ) -> list[list[Selection]]:
+        """Random up hosts; counted as the filter scheduler counts (``chance_driver`` for
+        every NoValidHost)."""
+        try:
+            chosen = await self._decide(
+                ctx, spec, instance_uuids, return_objects, return_alternates
+            )
+        except NoValidHost:
+            self.recorder.no_valid_host("chance_driver")
+            raise
+        self.recorder.scheduled(len(chosen))
+        return chosen
+
+    async def _decide(
         self,
         ctx: RequestContext,
         spec: RequestSpec,
@@ -100,17 +115,12 @@ class ChanceScheduler:
             alts = self.rng.sample(others, min(num_alts, len(others)))
             row = [(host, host_alloc)]
             row += [(alt, offer.by_rp[alt.uuid][0] if claims else None) for alt in alts]
-            out.append([self._selection(h, alloc, offer.version) for h, alloc in row])
+            out.append([host_selection(h, self.config, alloc, offer.version) for h, alloc in row])
         return out
 
     async def _candidates(self, spec: RequestSpec, hosts: list[HostState]) -> _Offer:
         """Placement's allocation candidates, and the up hosts that have one."""
-        try:
-            request = build_resource_request(spec, self.config)
-            cands = await self.placement.get_allocation_candidates(request)
-        except PlacementError as exc:
-            LOG.error("Placement allocation candidates query failed: %s", exc)
-            raise NoValidHost(reason="") from exc
+        cands = await self.allocation_candidates(build_resource_request(spec, self.config))
         by_rp = cands.alloc_reqs_by_rp_uuid
         return _Offer([h for h in hosts if by_rp.get(h.uuid)], by_rp, str(cands.version))
 
@@ -168,11 +178,6 @@ class ChanceScheduler:
             if ok:
                 return (host, alloc)
         return None
-
-    def _selection(self, host: HostState, alloc: dict[str, Any] | None, version: str) -> Selection:
-        return make_selection(
-            host, self.config, allocation_request=alloc, version=version if alloc else None
-        )
 
 
 _Pick = tuple[HostState, dict[str, Any] | None]

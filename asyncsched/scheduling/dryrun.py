@@ -306,16 +306,15 @@ class ScratchEngine(DecisionEngine):
 
 
 class DryRunManager(SchedulerManager):
-    """SchedulerManager over a ScratchCache and NoClaims, with a ScratchEngine."""
+    """SchedulerManager over a ScratchCache and NoClaims, with a ScratchEngine (through
+    the manager's public ``build_engine``). It is always the filter scheduler: under
+    ``[asyncsched] driver = chance`` explain and capacity still describe the filters."""
 
     engine: ScratchEngine
 
-    def _build(self, config: Config) -> ScratchEngine:
-        live = SchedulerManager._build(self, config)
+    def build_engine(self, config: Config) -> ScratchEngine:
+        live = super().build_engine(config)
         return ScratchEngine(config, live.filters, live.weighers, clock=self.clock, rng=self.rng)
-
-    def _build_chance(self, config: Config) -> None:
-        return None  # a dry run explains the filter scheduler
 
     @classmethod
     def over(
@@ -344,11 +343,11 @@ class DryRunManager(SchedulerManager):
         assert isinstance(self.placement, NoClaims)
         return self.placement
 
-    async def hosts_for(self, spec: RequestSpec) -> tuple[TracedHosts, RequestSpec]:
+    async def traced_hosts(self, spec: RequestSpec) -> tuple[TracedHosts, RequestSpec]:
         """The real candidate step (pre-filters, Placement) over scratch copies."""
-        hosts, _, _, spec = await self._hosts_for(_context(spec), spec, self.engine)
-        assert isinstance(hosts, TracedHosts)
-        return hosts, spec
+        offer = await self.hosts_for(_context(spec), spec)
+        assert isinstance(offer.hosts, TracedHosts)
+        return offer.hosts, offer.spec
 
 
 def _context(spec: RequestSpec) -> RequestContext:

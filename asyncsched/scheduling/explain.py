@@ -20,7 +20,7 @@ from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import Destination, RequestSpec, Selection
 from asyncsched.scheduling.candidate import HostCandidate
 from asyncsched.scheduling.dryrun import HOST_RULES, DryRun, DryRunManager, FirstInstance, dry_run
-from asyncsched.scheduling.engine import DecisionEngine
+from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.state.host_state import HostState
 
@@ -75,6 +75,11 @@ class HostVerdict:
 
     ``failed``: every rule the host fails, each filter judged on the host alone (not only the
     first that dropped it), so one answer names them all (disabled, too small, wrong AZ ...).
+
+    ``weight`` and ``terms``: each weigher's share of the host's weight, as for the ranked
+    hosts. For a host that did not pass (rejected, beyond the limit, not a candidate) it is
+    what the weighers would have given it, weighed beside the hosts that passed (nova
+    normalises each weigher over the hosts weighed together); None when nothing was weighed.
     """
 
     host: str
@@ -85,6 +90,8 @@ class HostVerdict:
     reason: str | None = None  # that step's reason code
     failed: tuple[tuple[str, str], ...] = ()  # (rule, reason code), in the filters' order
     limit: int | None = None  # beyond-limit: [scheduler] max_placement_results
+    weight: float | None = None
+    terms: Mapping[str, float] = field(default_factory=dict)  # weigher -> share
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +102,8 @@ class HostVerdict:
             "reason": self.reason,
             "failed": [{"step": step, "reason": code} for step, code in self.failed],
             "limit": self.limit,
+            "weight": self.weight,
+            "weighers": dict(self.terms),
         }
 
 
@@ -153,6 +162,7 @@ async def explain(
         verdict = _verdict(run, cache, first, ranked, host)
         if verdict.verdict == "not-a-candidate":
             verdict = await _outside(config, cache, placement, run, spec, host, clock=clock)
+        verdict = _with_shares(verdict, run, cache, first, ranked)
     outcome = "ok" if run.error is None else f"NoValidHost: {run.error}"
     return Explanation(
         outcome=outcome,
@@ -212,6 +222,45 @@ def _ranked(run: DryRun, first: FirstInstance | None) -> list[RankedHost]:
         terms = {name: shares[pos] for name, shares in first.terms}
         out.append(RankedHost(rank, s.host, s.nodename, s.cell_uuid, weights[pos], terms))
     return out
+
+
+def _with_shares(
+    verdict: HostVerdict,
+    run: DryRun,
+    cache: HostCache,
+    first: FirstInstance | None,
+    ranked: Sequence[RankedHost],
+) -> HostVerdict:
+    """The verdict with the host's weigher shares: its row of the ranking when it passed,
+    else what it would have been given beside the hosts that passed."""
+    if verdict.rank is not None:
+        row = next((r for r in ranked if r.rank == verdict.rank), None)
+        if row is None:
+            return verdict
+        return dataclasses.replace(verdict, weight=row.weight, terms=row.terms)
+    if verdict.verdict == "unknown-host" or run.hosts is None or first is None:
+        return verdict
+    state = _named(cache, verdict.host)[0]
+    weight, terms = would_weigh(run.engine, cache, run.hosts, first, state)
+    return dataclasses.replace(verdict, weight=weight, terms=terms)
+
+
+def would_weigh(
+    engine: DecisionEngine,
+    cache: HostCache,
+    hosts: RequestHosts,
+    first: FirstInstance,
+    state: HostState,
+) -> tuple[float, dict[str, float]]:
+    """(weight, weigher -> share) the first instance's weighing would have given ``state``
+    had it passed: weighed with the hosts that did pass, as the cache holds them (the run's
+    own copies carry its instances by now). Alone (no host passed) it is weighed alone,
+    and nova gives a lone host no share of any weigher."""
+    uuids = [hosts.states[i].uuid for i in first.survivors]
+    others = [s for s in cache.get_by_uuids(uuids) if s.uuid != state.uuid]
+    together = engine.start([*others, state])
+    terms = {w.name: float(t[-1]) for w, t in together.weigh_terms(first.spec)}
+    return sum(terms.values()), terms
 
 
 def _named(cache: HostCache, name: str) -> list[HostState]:
@@ -305,7 +354,7 @@ async def _outside(
     mgr = DryRunManager.over(config, cache, placement, clock=clock)
     cands: list[dict[str, Any]] | None = None
     try:
-        hosts, probe = await mgr.hosts_for(probe)
+        hosts, probe = await mgr.traced_hosts(probe)
         cands = next((list(c) for s, c in zip(hosts.states, hosts.cands, strict=True)
                       if s.uuid == state.uuid), None)  # fmt: skip
     except NoValidHost:  # no candidate on it, or Placement failed: as the first answer

@@ -1,194 +1,60 @@
-"""SchedulerManager: nova's select_destinations, end to end (reference §1).
+"""SchedulerManager: nova's filter scheduler behind select_destinations (reference §1).
 
 pre-filters -> Placement query (+ PCPU fallback) -> host states for the candidates (cache)
--> per instance: filter -> weigh -> pick -> assume (consume) -> claim in Placement
--> Selections with alternates. Claims of a multi-create overlap in time (bounded by
-``[asyncsched] claim_concurrency``) while decisions stay sequential: instance k is consumed
-on its host before its claim is sent, so instance k+1 already sees it; a failed claim
-releases that consumption and the instance is decided again on the hosts left. Any failure
-rolls back every claim of the request before NoValidHost is raised.
+-> a :class:`~asyncsched.scheduling.request_run.RequestRun` decides, claims and answers the
+call (filter -> weigh -> pick -> assume -> claim per instance, then Selections with
+alternates). The manager owns what outlives a call (the engine, rebuilt on SIGHUP; the last
+host view; diagnostics) and counts each call's phases and outcome.
+
+Public extension points (the dry run's, ``dryrun.DryRunManager``): ``build_engine(config)``
+makes the engine every call runs on, ``hosts_for(ctx, spec)`` is the candidate step alone and
+``request_run(...)`` builds a call's run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import operator
 import random
 import time
-import uuid as uuidlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 from asyncsched.common.clock import utcnow
-from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
-from asyncsched.exceptions import (
-    AllocationUpdateFailed,
-    ConfigError,
-    ConsumerHeld,
-    NoValidHost,
-    PlacementError,
-)
-from asyncsched.objects.models import (
-    NUMATopologyLimits,
-    RequestContext,
-    RequestSpec,
-    Selection,
-)
+from asyncsched.exceptions import ConfigError, NoValidHost, PlacementError
+from asyncsched.objects.models import RequestContext, RequestSpec, Selection
 from asyncsched.placement.candidates import Candidates
-from asyncsched.placement.claims import ClaimBatch, ClaimResult
-from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.prefilters import run_prefilters
-from asyncsched.placement.query import build_resource_request
-from asyncsched.resources.numa.consume import place_numa_pci
-from asyncsched.scheduling.chance import ChanceScheduler
+from asyncsched.placement.query import ResourceRequest, build_resource_request
 from asyncsched.scheduling.diagnostics import Diagnostics, RequestSummary
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
-from asyncsched.scheduling.interfaces import HostCache, Notifier, Placement
+from asyncsched.scheduling.interfaces import HostCache, Notifier, Placement, Strategy
 from asyncsched.scheduling.loader import load_filters, load_weighers
-from asyncsched.scheduling.selection import NOT_ENOUGH, make_selection
-from asyncsched.state.host_state import HostState, PlacedNumaPci
+from asyncsched.scheduling.request_run import RequestRun, RunServices, restrict_cell
+from asyncsched.state.host_state import HostState
 
 LOG = logging.getLogger(__name__)
 _UUID = operator.attrgetter("uuid")
 
 
-@dataclasses.dataclass(slots=True)
-class _Placed:
-    """One instance placed by this request."""
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The candidate step's answer: the request's hosts and how to claim on them."""
 
-    uuid: str
-    base: int  # index into RequestHosts (-1: adopted on a host outside them)
-    alloc: Mapping[str, Any] | None
-    adopted: HostState | None = None  # the host when base is -1
-
-    def host(self, hosts: RequestHosts) -> HostState:
-        return self.adopted if self.adopted is not None else hosts.states[self.base]
+    hosts: RequestHosts
+    spec: RequestSpec  # after the pre-filters
+    version: str | None  # the allocation requests' microversion (None: no Placement query)
+    claims: bool  # False on rebuild: every cached host is a candidate, nothing is claimed
 
 
-class _Request:
-    """The mutable state of one select_destinations call."""
-
-    def __init__(
-        self,
-        mgr: SchedulerManager,
-        ctx: RequestContext,
-        spec: RequestSpec,
-        hosts: RequestHosts,
-        engine: DecisionEngine,
-        version: str | None,
-        claims: bool,
-    ) -> None:
-        self.mgr = mgr
-        self.ctx = ctx
-        self.spec = spec
-        self.hosts = hosts
-        self.engine = engine
-        self.version = version
-        self.claims = claims
-        self.placed: list[_Placed] = []
-        # (instance uuid, host uuid) -> host: what this request consumed, in order
-        self.consumed: dict[tuple[str, str], HostState] = {}
-        self.failed: dict[str, set[int]] = {}
-        # instances found holding allocations from before this request (a move's source):
-        # their claims take nova's merge path
-        self.moves: set[str] = set()
-        # the first instance's pick order: nova takes a lone instance's alternates from it
-        self.first_order: Iterable[int] | None = None
-        self.claim_wait = 0.0  # seconds spent waiting for Placement's answers to the claims
-        # Deciding, settling and releasing are linear in the instances, and give the loop a
-        # turn every few ms so one big multi-create never stalls other calls or heartbeats.
-        self.pacer = Pacer()
-
-    # -- consumption -----------------------------------------------------------------------
-
-    async def consume(self, base: int, spec: RequestSpec, instance_uuid: str) -> None:
-        alloc = self.hosts.cands[base][0] if self.hosts.cands[base] else None
-        limits = self.hosts.limits.get(base, {}).get("numa_topology")
-        await self.consume_on(self.hosts.states[base], spec, instance_uuid, alloc, limits)
-
-    async def consume_on(
-        self,
-        host: HostState,
-        spec: RequestSpec,
-        instance_uuid: str,
-        alloc: Mapping[str, Any] | None,
-        limits: object,
-    ) -> None:
-        async with host.lock:
-            placed: PlacedNumaPci | None = None
-            wants = spec.numa_topology is not None or (
-                spec.pci_requests is not None and spec.pci_requests.requests
-            )
-            if wants and place_numa_pci is not None:
-                try:
-                    placed = place_numa_pci(
-                        host,
-                        spec,
-                        limits=limits if isinstance(limits, NUMATopologyLimits) else None,
-                        provider_mapping=alloc.get("mappings") if alloc else None,
-                        pack=self.mgr.config.compute.packing_host_numa_cells_allocation_strategy,
-                    )
-                except Exception:  # nova: consume errors are logged and swallowed
-                    LOG.exception("NUMA/PCI consume failed on %s", host.nodename)
-            try:
-                if placed is None:
-                    self.mgr.cache.consume_locked(host, spec, instance_uuid)
-                else:  # kept as usage, re-applied over every refresh until confirmed
-                    self.mgr.cache.consume_locked(host, spec, instance_uuid, placed=placed)
-            except Exception:
-                LOG.exception("consume failed on %s; continuing (nova semantics)", host.nodename)
-        self.consumed[instance_uuid, host.uuid] = host
-        self.engine.refresh(host)
-
-    async def release(self, host: HostState, instance_uuid: str) -> None:
-        try:
-            await self.mgr.cache.release(host, instance_uuid)
-        except Exception:
-            LOG.exception("release failed on %s", host.nodename)
-        self.consumed.pop((instance_uuid, host.uuid), None)
-        self.engine.refresh(host)
-
-    async def release_all(self) -> None:
-        """Every host rebuilt once, however many instances it took (linear)."""
-        consumed, self.consumed = self.consumed, {}
-        try:
-            await self.mgr.cache.release_many((h, u) for (u, _), h in consumed.items())
-        finally:
-            for host in {id(h): h for h in consumed.values()}.values():
-                self.engine.refresh(host)
-                await self.pacer.tick()
-
-    # -- spec bookkeeping between instances ------------------------------------------------
-
-    def after_placed(self, spec: RequestSpec, base: int, instance_uuid: str) -> RequestSpec:
-        """nova's _consume_selected_host: the group learns the host (and member)."""
-        group = spec.instance_group
-        if group is None:
-            return spec
-        host = self.hosts.states[base].host
-        members = (
-            group.members if instance_uuid in group.members else (*group.members, instance_uuid)
-        )
-        return dataclasses.replace(
-            spec,
-            instance_group=dataclasses.replace(group, hosts=(*group.hosts, host), members=members),
-        )
-
-
-class _NoNotifications:
-    """nova's default (noop driver): nothing is sent."""
-
-    def select_destinations(self, phase: str, ctx: RequestContext, spec: RequestSpec) -> None:
-        return None
-
-
-class SchedulerManager:
-    """The SchedulerAPI implementation (filter scheduler or, by config, the chance driver)."""
+class SchedulerManager(Strategy):
+    """The filter scheduler: the SchedulerAPI's ``select_destinations`` over filters,
+    weighers and Placement claims (``[asyncsched] driver = filter_scheduler``)."""
 
     def __init__(
         self,
@@ -202,25 +68,28 @@ class SchedulerManager:
         recorder: Recorder = NO_RECORDER,
         notifier: Notifier | None = None,
     ) -> None:
-        self.recorder = recorder
-        self.notifier: Notifier = notifier if notifier is not None else _NoNotifications()
-        self.cache = cache
-        self.placement = placement
-        self.clock = clock
-        self.rng = rng if rng is not None else random.Random()
-        self.diagnostics = diagnostics if diagnostics is not None else Diagnostics()
-        self.config = config
+        super().__init__(
+            config,
+            cache,
+            placement,
+            clock=clock,
+            rng=rng,
+            diagnostics=diagnostics,
+            recorder=recorder,
+            notifier=notifier,
+        )
         self._requests = 0
         # (alloc_reqs_by_rp_uuid, key, hosts, their allocation requests): _host_view's last
         self._view: (
             tuple[object, tuple[Any, ...], list[HostState], list[list[dict[str, Any]]]] | None
         ) = None
-        self.engine = self._build(config)
-        self._chance = self._build_chance(config)
+        self.engine = self.build_engine(config)
 
     # -- configuration ---------------------------------------------------------------------
 
-    def _build(self, config: Config) -> DecisionEngine:
+    def build_engine(self, config: Config) -> DecisionEngine:
+        """The engine every call runs on: ``config``'s filters and weighers over the shared
+        columns (kept across SIGHUP). Raises ConfigError for a plugin it cannot load."""
         filters = load_filters(config)
         for f in filters:
             if isinstance(f, ComputeFilter):
@@ -236,43 +105,38 @@ class SchedulerManager:
             rng=self.rng,
         )
 
-    def _build_chance(self, config: Config) -> ChanceScheduler | None:
-        """The chance driver when ``[asyncsched] driver = chance``, else None."""
-        if config.asyncsched.driver != "chance":
-            return None
-        return ChanceScheduler(config, self.cache, self.placement, rng=self.rng, clock=self.clock)
-
     def reconfigure(self, config: Config) -> None:
         """SIGHUP: new filter/weigher instances and multipliers; on ConfigError the old stay."""
-        engine = self._build(config)  # raises ConfigError before anything changes
+        engine = self.build_engine(config)  # raises ConfigError before anything changes
         self.config = config
         self.engine = engine
-        self._chance = self._build_chance(config)
         LOG.info(
             "scheduler reconfigured: filters %s; weighers %s",
             [f.name for f in engine.filters],
             [w.name for w in engine.weighers],
         )
 
-    # -- the RPC entry point ---------------------------------------------------------------
+    def plugins(self) -> tuple[list[str], list[str]]:
+        return [f.name for f in self.engine.filters], [w.name for w in self.engine.weighers]
 
-    async def select_destinations(
-        self,
-        ctx: RequestContext,
-        spec: RequestSpec,
-        instance_uuids: Sequence[str] | None,
-        return_objects: bool,
-        return_alternates: bool,
-    ) -> list[list[Selection]]:
-        """nova's _select_destinations: start notification, schedule, end notification."""
-        self.notifier.select_destinations("start", ctx, spec)
-        result = await self._select_destinations(
-            ctx, spec, instance_uuids, return_objects, return_alternates
+    def request_run(
+        self, ctx: RequestContext, offer: Offer, engine: DecisionEngine | None = None
+    ) -> RequestRun:
+        """One call's run over ``offer``, with what it needs from this manager."""
+        services = RunServices(self.config, self.cache, self.placement, self.recorder)
+        return RequestRun(
+            services,
+            ctx,
+            offer.spec,
+            offer.hosts,
+            engine if engine is not None else self.engine,
+            version=offer.version,
+            claims=offer.claims,
         )
-        self.notifier.select_destinations("end", ctx, spec)
-        return result
 
-    async def _select_destinations(
+    # -- one call ----------------------------------------------------------------------------
+
+    async def decide(
         self,
         ctx: RequestContext,
         spec: RequestSpec,
@@ -280,61 +144,58 @@ class SchedulerManager:
         return_objects: bool,
         return_alternates: bool,
     ) -> list[list[Selection]]:
-        if self._chance is not None:
-            try:
-                chosen = await self._chance.select_destinations(
-                    ctx, spec, instance_uuids, return_objects, return_alternates
-                )
-            except NoValidHost:
-                self.recorder.no_valid_host("chance_driver")
-                raise
-            self.recorder.scheduled(len(chosen))
-            return chosen
+        """Candidates, then a RequestRun; phases, outcome and diagnostics recorded."""
         engine = self.engine
         self._requests += 1
         if self._requests % 1000 == 0:  # drop column rows of hosts that left the cache
             engine.columns.forget_missing(self.cache.all_hosts())
         return_alternates = return_alternates and return_objects
         hosts: RequestHosts | None = None
-        req: _Request | None = None
+        run: RequestRun | None = None
         selected: list[str] = []
         outcome = "ok"
         recorder = self.recorder
         try:
             t0 = time.perf_counter()
-            hosts, version, claims, spec = await self._hosts_for(ctx, spec, engine)
+            offer = await self.hosts_for(ctx, spec, engine)
+            hosts = offer.hosts
             t1 = time.perf_counter()
             recorder.phase("candidates", t1 - t0)
-            req = _Request(self, ctx, spec, hosts, engine, version, claims)
-            result = await self._schedule(req, instance_uuids, return_alternates)
-            recorder.phase("decide", time.perf_counter() - t1 - req.claim_wait)
-            recorder.phase("claim", req.claim_wait)
+            run = self.request_run(ctx, offer, engine)
+            result = await run.run(instance_uuids, return_alternates)
+            recorder.phase("decide", time.perf_counter() - t1 - run.claim_wait)
+            recorder.phase("claim", run.claim_wait)
             selected = [r[0].compute_node_uuid for r in result]
             recorder.scheduled(len(result))
             return result
         except NoValidHost as exc:
             outcome = f"NoValidHost: {exc.reason}"
-            recorder.no_valid_host(_nvh_cause(exc, hosts, req))
+            recorder.no_valid_host(_nvh_cause(exc, hosts, run))
             raise
         except Exception as exc:
             outcome = f"error: {type(exc).__name__}"
             raise
         finally:
-            summary = RequestSummary(
-                request_id=ctx.request_id,
-                candidates=hosts.initial if hosts is not None else 0,
-                reasons=Diagnostics.freeze(hosts.reasons) if hosts is not None else {},
-                selected=tuple(selected),
-                outcome=outcome,
-            )
-            self.diagnostics.record(summary)
-            # A failed request is what an operator asks "why?" about: say it at INFO, as nova
-            # logs its filter results when filtering removed every host; successes at DEBUG.
-            level = logging.DEBUG if outcome == "ok" else logging.INFO
-            if LOG.isEnabledFor(level):
-                LOG.log(level, "select_destinations %s: %s", ctx.request_id, summary.line())
+            self._record(ctx, hosts, selected, outcome)
 
-    # -- steps -----------------------------------------------------------------------------
+    def _record(
+        self, ctx: RequestContext, hosts: RequestHosts | None, selected: list[str], outcome: str
+    ) -> None:
+        summary = RequestSummary(
+            request_id=ctx.request_id,
+            candidates=hosts.initial if hosts is not None else 0,
+            reasons=Diagnostics.freeze(hosts.reasons) if hosts is not None else {},
+            selected=tuple(selected),
+            outcome=outcome,
+        )
+        self.diagnostics.record(summary)
+        # A failed request is what an operator asks "why?" about: say it at INFO, as nova
+        # logs its filter results when filtering removed every host; successes at DEBUG.
+        level = logging.DEBUG if outcome == "ok" else logging.INFO
+        if LOG.isEnabledFor(level):
+            LOG.log(level, "select_destinations %s: %s", ctx.request_id, summary.line())
+
+    # -- the candidate step ------------------------------------------------------------------
 
     def _nodes_for(self, host: str | None, node: str | None) -> list[str]:
         if host:
@@ -350,35 +211,37 @@ class SchedulerManager:
             found = [h for h in self.cache.all_hosts() if h.nodename == node]
         return [h.uuid for h in found]
 
-    async def _hosts_for(
-        self, ctx: RequestContext, spec: RequestSpec, engine: DecisionEngine
-    ) -> tuple[RequestHosts, str | None, bool, RequestSpec]:
-        """Candidates from Placement (or every host on rebuild) as a RequestHosts."""
+    async def hosts_for(
+        self, ctx: RequestContext, spec: RequestSpec, engine: DecisionEngine | None = None
+    ) -> Offer:
+        """Candidates from Placement (or every host on rebuild) as ``engine``'s
+        RequestHosts (this manager's engine by default); NoValidHost when there are none."""
+        engine = engine if engine is not None else self.engine
         config = self.config
         aggregates = self.cache.aggregates()
         engine.set_aggregates(aggregates)
         if spec.is_rebuild:
-            states = self._restrict_cell(spec, self.cache.all_hosts())
-            return engine.start(states), None, False, spec
+            states = restrict_cell(spec, self.cache.all_hosts())
+            return Offer(engine.start(states), spec, None, False)
         fresh = await self.cache.begin_fresh_services()  # services read while Placement answers
         spec = run_prefilters(ctx, spec, config, aggregates)
         request = build_resource_request(spec, config, nodes_for=self._nodes_for)
-        try:
-            cands = await self.placement.get_allocation_candidates(request)
-            if request.cpu_pinning_requested and not config.workarounds.disable_fallback_pcpu_query:
-                fallback = build_resource_request(
-                    spec, config, enable_pinning_translate=False, nodes_for=self._nodes_for
+        fallback = None
+        if request.cpu_pinning_requested and not config.workarounds.disable_fallback_pcpu_query:
+            prefiltered = spec
+
+            def fallback() -> ResourceRequest:
+                return build_resource_request(
+                    prefiltered, config, enable_pinning_translate=False, nodes_for=self._nodes_for
                 )
-                cands = cands.merge(await self.placement.get_allocation_candidates(fallback))
-        except PlacementError as exc:
-            LOG.error("Placement allocation candidates query failed: %s", exc)
-            raise NoValidHost(reason="") from exc
+
+        cands = await self.allocation_candidates(request, fallback)
         if not cands.allocation_requests:
             LOG.debug("Got no allocation candidates from the Placement API.")
             raise NoValidHost(reason="")
         await fresh  # services as of this request, as nova reads them (ComputeFilter)
         states, per_host = self._host_view(spec, cands)
-        return engine.start(states, per_host), str(cands.version), True, spec
+        return Offer(engine.start(states, per_host), spec, str(cands.version), True)
 
     def _host_view(
         self, spec: RequestSpec, cands: Candidates
@@ -400,7 +263,7 @@ class SchedulerManager:
         kept = self._view
         if kept is not None and kept[0] is by_rp and kept[1] == key:
             return kept[2], kept[3]
-        states = self._restrict_cell(spec, self.cache.get_by_uuids(cands.provider_summaries))
+        states = restrict_cell(spec, self.cache.get_by_uuids(cands.provider_summaries))
         # one C-level pass over the (often 10,000) hosts; a host without one gets []
         got = list(map(by_rp.get, map(_UUID, states)))
         empty: list[dict[str, Any]] = []
@@ -412,327 +275,12 @@ class SchedulerManager:
         self._view = (by_rp, key, states, per_host)
         return states, per_host
 
-    @staticmethod
-    def _restrict_cell(spec: RequestSpec, states: list[HostState]) -> list[HostState]:
-        dest = spec.requested_destination
-        if dest is not None and dest.cell is not None and not dest.allow_cross_cell_move:
-            cell = dest.cell.uuid
-            return [s for s in states if s.cell_uuid == cell]
-        return states
 
-    async def _schedule(
-        self, req: _Request, instance_uuids: Sequence[str] | None, return_alternates: bool
-    ) -> list[list[Selection]]:
-        config = self.config
-        spec = req.spec
-        hosts = req.hosts
-        legacy = instance_uuids is None or not req.claims
-        num = spec.num_instances if instance_uuids is None else len(instance_uuids)
-        uuids = (
-            list(instance_uuids)
-            if instance_uuids is not None
-            else [
-                str(uuidlib.uuid4())
-                for _ in range(num)  # request-local bookkeeping only
-            ]
-        )
-        project_id = spec.project_id or req.ctx.project_id or ""
-        user_id = spec.user_id or req.ctx.user_id or ""
-        batch = ClaimBatch(
-            self.placement,
-            concurrency=config.asyncsched.claim_concurrency,
-            project_id=project_id,
-            user_id=user_id,
-            allocation_request_version=req.version or CANDIDATES_VERSION,
-        )
-        skip_filters = hosts.apply_host_rules(spec)
-        index = 0
-        try:
-            for index, instance_uuid in enumerate(uuids):
-                await req.pacer.tick()
-                spec = dataclasses.replace(
-                    spec, instance_uuid=None if instance_uuids is None else instance_uuid
-                )
-                placed = await self._place_one(
-                    req, batch, spec, index, instance_uuid, legacy, skip_filters, exclude=set()
-                )
-                if placed is None:
-                    break
-                spec = req.after_placed(spec, placed.base, instance_uuid)
-            if len(req.placed) == num and not legacy:
-                await self._settle(req, batch, spec, index, skip_filters)
-            if len(req.placed) != num:
-                raise NoValidHost(reason=NOT_ENOUGH)
-        except BaseException:
-            deleted = await batch.rollback()
-            if deleted:
-                self.recorder.rollback(deleted)
-            await req.release_all()
-            raise
-        if legacy:
-            await req.release_all()  # no claims: the consumption was request-local (nova)
-        alternates = await self._alternates(req, spec, index, skip_filters, return_alternates)
-        out: list[list[Selection]] = []
-        for i, p in enumerate(req.placed):
-            await req.pacer.tick()
-            host = p.host(hosts)
-            first = make_selection(
-                host,
-                config,
-                allocation_request=p.alloc,
-                version=req.version if p.alloc is not None else None,
-                limits=hosts.limits.get(p.base),
-            )
-            out.append([first, *alternates[i]] if return_alternates else [first])
-        return out
-
-    async def _place_one(
-        self,
-        req: _Request,
-        batch: ClaimBatch,
-        spec: RequestSpec,
-        index: int,
-        instance_uuid: str,
-        legacy: bool,
-        skip_filters: bool,
-        exclude: set[int],
-    ) -> _Placed | None:
-        """Decide one instance, consume it and submit its claim (not awaited)."""
-        hosts = req.hosts
-        if not skip_filters and not hosts.filter(spec, index):
-            return None
-        if not len(hosts):
-            return None
-        ordering = hosts.pick(spec)
-        if legacy:
-            if index == 0:
-                req.first_order = ordering.indices()
-            base = ordering.chosen_index
-            await req.consume(base, spec, instance_uuid)
-            placed = _Placed(instance_uuid, base, None)
-            req.placed.append(placed)
-            return placed
-        order = ordering.indices()
-        if index == 0 and not exclude:
-            req.first_order = order
-        for base in order:
-            if base in exclude or not hosts.cands[base]:
-                continue
-            alloc = hosts.cands[base][0]
-            await req.consume(base, spec, instance_uuid)
-            placed = _Placed(instance_uuid, base, alloc)
-            req.placed.append(placed)
-            batch.submit(instance_uuid, alloc, may_have_allocations=instance_uuid in req.moves)
-            return placed
-        return None
-
-    async def _settle(
-        self,
-        req: _Request,
-        batch: ClaimBatch,
-        spec: RequestSpec,
-        index: int,
-        skip_filters: bool,
-    ) -> None:
-        """Wait for the claims; re-place any instance whose claim failed (nova walks on)."""
-        while True:
-            waited = time.perf_counter()
-            results = await batch.wait()
-            req.claim_wait += time.perf_counter() - waited
-            failed: list[ClaimResult] = []
-            resent = False
-            for r in results.values():
-                if r.ok:
-                    continue
-                if isinstance(r.error, AllocationUpdateFailed):
-                    resent |= await self._held(req, batch, spec, r.error)  # or raises
-                else:
-                    failed.append(r)
-            if not failed and not resent:  # every claim answered: ok or adopted
-                return
-            position = {p.uuid: i for i, p in enumerate(req.placed)}
-            for r in failed:
-                await req.pacer.tick()
-                pos = position[r.consumer_uuid]
-                old = req.placed[pos]
-                await req.release(old.host(req.hosts), old.uuid)
-                tried = req.failed.setdefault(old.uuid, set())
-                tried.add(old.base)
-                batch.forget(old.uuid)
-                self.recorder.claim_replaced()
-                LOG.info(
-                    "claim for %s on %s failed; trying the next host",
-                    old.uuid,
-                    old.host(req.hosts).nodename,
-                )
-                retry_spec = dataclasses.replace(spec, instance_uuid=old.uuid)
-                placed = await self._place_one(
-                    req,
-                    batch,
-                    retry_spec,
-                    max(index, 1),
-                    old.uuid,
-                    False,
-                    skip_filters,
-                    exclude=tried,
-                )
-                if placed is None:
-                    raise NoValidHost(reason=NOT_ENOUGH)
-                req.placed[pos] = req.placed.pop()  # the retry takes the old one's place
-
-    async def _held(
-        self, req: _Request, batch: ClaimBatch, spec: RequestSpec, err: AllocationUpdateFailed
-    ) -> bool:
-        """A claim met allocations its instance already holds (docs/moves.md).
-
-        The held allocation is split by host. Its part on hosts this request excludes (host
-        rules, filters, hosts already tried) is a move's source: evacuate leaves the instance
-        holding the dead source's allocation. A part on one host the request accepts, equal
-        to what we asked for, is an earlier delivery's claim of this same call: adopted.
-        Only a source: the claim is sent again the way nova's claim_resources sends a move's
-        (read, merge, PUT with the consumer generation); True then (wait for it). Anything
-        else keeps the failure.
-        """
-        uuid = str(err.kwargs.get("consumer_uuid"))
-        pos = next((i for i, p in enumerate(req.placed) if p.uuid == uuid), None)
-        if pos is None or not isinstance(err, ConsumerHeld):
-            raise AllocationUpdateFailed(err.message, **err.kwargs) from err
-        one = dataclasses.replace(spec, instance_uuid=uuid)
-        known = self.cache.get_by_uuids(err.held)
-        accepted = [h for h in known if self._accepts(req, one, pos, h)]
-        source = {h.uuid for h in known} - {h.uuid for h in accepted}
-        rest = {rp: res for rp, res in err.held.items() if rp not in source}
-        alloc = {"allocations": {rp: {"resources": dict(res)} for rp, res in rest.items()}}
-        if len(accepted) == 1 and _totals(alloc) == _totals(req.placed[pos].alloc):
-            await self._adopt(req, batch, one, pos, accepted[0], alloc)
-            # taken over (fenced, rolled back with the call): wait for that write
-            others = {rp: res for rp, res in err.held.items() if rp not in rest}
-            return err.generation is not None and batch.take_over(
-                uuid, alloc, err.generation, others
-            )
-        if source and not accepted:
-            old = req.placed[pos]
-            req.moves.add(uuid)
-            batch.forget(uuid)
-            assert old.alloc is not None
-            batch.submit(uuid, old.alloc, may_have_allocations=True)
-            LOG.info(
-                "%s holds allocations on %s, a host this request excludes (a move's source): "
-                "claiming %s with them, as nova does",
-                uuid,
-                ", ".join(sorted(h.nodename for h in known if h.uuid in source)),
-                old.host(req.hosts).nodename,
-            )
-            return True
-        LOG.warning(
-            "%s holds allocations on %s that are neither this call's earlier claim nor a "
-            "move's source: the claim fails",
-            uuid,
-            sorted(err.held),
-        )
-        raise AllocationUpdateFailed(err.message, **err.kwargs) from err
-
-    def _accepts(self, req: _Request, spec: RequestSpec, index: int, host: HostState) -> bool:
-        """Whether this request may answer ``host`` for instance ``index``: not tried
-        already, in the requested cell, and kept by the host rules and the filters."""
-        tried = req.failed.get(spec.instance_uuid or "", set())
-        if any(b >= 0 and req.hosts.states[b] is host for b in tried):
-            return False
-        if not self._restrict_cell(spec, [host]):
-            return False
-        one = req.engine.start([host])
-        if one.apply_host_rules(spec):
-            return len(one) == 1  # forced: filters skipped, as for the request itself
-        return len(one) == 1 and one.filter(spec, index) == 1
-
-    async def _adopt(
-        self,
-        req: _Request,
-        batch: ClaimBatch,
-        spec: RequestSpec,
-        pos: int,
-        host: HostState,
-        alloc: Mapping[str, Any],
-    ) -> None:
-        """A redelivered call whose first delivery claimed this instance and died unacked:
-        answer with the host Placement already holds it on (select_destinations is
-        idempotent per instance uuid)."""
-        old = req.placed[pos]
-        uuid = old.uuid
-        await req.release(old.host(req.hosts), uuid)
-        batch.forget(uuid)
-        base = next((i for i, s in enumerate(req.hosts.states) if s is host), -1)
-        limits = req.hosts.limits.get(base, {}).get("numa_topology")
-        await req.consume_on(host, spec, uuid, alloc, limits)
-        req.placed[pos] = _Placed(uuid, base, alloc, host if base < 0 else None)
-        LOG.warning(
-            "%s already holds allocations on %s (a redelivered request): answering with that host",
-            uuid,
-            host.nodename,
-        )
-
-    async def _alternates(
-        self,
-        req: _Request,
-        spec: RequestSpec,
-        index: int,
-        skip_filters: bool,
-        return_alternates: bool,
-    ) -> list[list[Selection]]:
-        """max_attempts-1 per instance: same cell, not selected, unclaimed, first candidate."""
-        num_alts = self.config.scheduler.max_attempts - 1 if return_alternates else 0
-        out: list[list[Selection]] = [[] for _ in req.placed]
-        if num_alts <= 0 or not req.placed:
-            return out
-        hosts = req.hosts
-        order = req.first_order
-        if index > 0 or order is None or req.failed:
-            # nova filters and weighs again only after the first instance
-            # (_get_alternate_hosts); a lone instance's alternates follow its pick's order
-            if index > 0 and not skip_filters:
-                hosts.filter(spec, index)
-            if not len(hosts):
-                return out
-            order = hosts.pick(spec).indices()
-        selected = {p.base for p in req.placed}
-        for i, p in enumerate(req.placed):
-            await req.pacer.tick()
-            cell = p.host(hosts).cell_uuid
-            for base in order:
-                if len(out[i]) >= num_alts:
-                    break
-                host = hosts.states[base]
-                if base in selected or host.cell_uuid != cell:
-                    continue
-                if req.claims and not hosts.cands[base]:
-                    continue
-                alloc = hosts.cands[base][0] if req.claims else None
-                out[i].append(
-                    make_selection(
-                        host,
-                        self.config,
-                        allocation_request=alloc,
-                        version=req.version if alloc is not None else None,
-                        limits=hosts.limits.get(base),
-                    )
-                )
-        return out
-
-
-def _totals(allocs: Mapping[str, Any] | None) -> dict[str, int]:
-    """Resources by class over every provider of an allocation (request or held)."""
-    out: dict[str, int] = {}
-    for a in ((allocs or {}).get("allocations") or {}).values():
-        for rc, n in (a.get("resources") or {}).items():
-            out[rc] = out.get(rc, 0) + int(n)
-    return out
-
-
-def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, req: _Request | None) -> str:
+def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, run: RequestRun | None) -> str:
     """The bounded label a NoValidHost is counted under: who left no host.
 
     Before hosts exist: Placement failed (the error is the cause), Placement offered no
-    candidate (the bare NoValidHost of ``_hosts_for``), or the request itself was refused
+    candidate (the bare NoValidHost of ``hosts_for``), or the request itself was refused
     (pre-filters, flavor/image constraints). After: the filter or host rule that emptied the
     list, else refused claims, else too few hosts for the instances.
     """
@@ -742,7 +290,7 @@ def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, req: _Request | Non
         return "placement_no_candidates" if exc.__cause__ is None and not exc.reason else "request"
     if hosts.emptied_by is not None:
         return hosts.emptied_by
-    return "claims" if req is not None and req.failed else "not_enough_hosts"
+    return "claims" if run is not None and run.failed else "not_enough_hosts"
 
 
 def check_config(config: Config) -> None:

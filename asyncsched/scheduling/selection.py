@@ -44,3 +44,21 @@ def make_selection(
         allocation_request_version=version,
         availability_zone=availability_zone(host, config),
     )
+
+
+def host_selection(
+    host: HostState,
+    config: Config,
+    alloc: Mapping[str, Any] | None,
+    version: str | None,
+    limits: Mapping[str, Any] | None = None,
+) -> Selection:
+    """The Selection step of both drivers: ``version`` is given only beside an allocation
+    request (nova leaves it unset on a Selection without one)."""
+    return make_selection(
+        host,
+        config,
+        allocation_request=alloc,
+        version=version if alloc is not None else None,
+        limits=limits,
+    )

@@ -7,6 +7,7 @@ import copy
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
+from asyncsched.common.pacing import Pacer
 from asyncsched.exceptions import ConsumerHeld, PlacementError
 from asyncsched.objects.models import Aggregate, CellMapping, RequestSpec
 from asyncsched.placement.candidates import Candidates
@@ -79,8 +80,10 @@ class FakeCache:
         host.touch()
 
     async def release_many(self, consumed: Iterable[tuple[HostState, str]]) -> None:
+        pacer = Pacer()  # as HostStateCache.release_many, which gives the loop turns
         for host, instance_uuid in consumed:
             await self.release(host, instance_uuid)
+            await pacer.tick()
 
     async def fresh_services(self) -> None:
         await (await self.begin_fresh_services())

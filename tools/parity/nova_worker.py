@@ -376,7 +376,7 @@ def _pci(states: list[Any], spec: Any) -> dict[str, Any]:
 def _sequence(case: dict[str, Any], states: list[Any], spec: Any) -> dict[str, Any]:
     """nova's _schedule loop without Placement: filter, weigh, take the best, consume.
 
-    As in SchedulerManager._schedule, each instance starts from the previous one's weighed
+    As in RequestRun.run, each instance starts from the previous one's weighed
     list (so once-per-request filters keep their verdict). ``ties`` lists, per instance, the
     hosts that shared the best weight (any of them is a right answer)."""
     handler = sched_filters.HostFilterHandler()

@@ -52,6 +52,9 @@ async def test_explain_names_the_disabled_host_and_claims_nothing(
         "reason": "disabled",
         "failed": [{"step": "ComputeFilter", "reason": "disabled"}],
         "limit": None,
+        # what the weighers would have given it beside the hosts that passed
+        "weight": 3.0,
+        "weighers": {"CPUWeigher": 1.0, "DiskWeigher": 1.0, "RAMWeigher": 1.0},
     }
     assert out["outcome"] == "ok" and out["claimed"] is False
     assert out["selections"][0]["host"] in {"cmp0", "cmp2"}

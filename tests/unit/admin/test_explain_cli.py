@@ -51,6 +51,7 @@ def test_explain_prints_the_funnel_the_ranking_and_the_named_host(
     out = capsys.readouterr().out
     assert rc == 0
     assert "host cmp1: rejected by ComputeFilter (disabled)" in out
+    assert "had it passed, the weighers would have given it: " in out
     assert "ComputeFilter" in out and "-1 (disabled 1)" in out
     assert "select_destinations would return:" in out and "cmp0" in out
     rc = main(["explain", "--url", url, "--ram", "1024", "--json", "--hint", "a=b"])

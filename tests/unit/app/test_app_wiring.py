@@ -29,6 +29,8 @@ from asyncsched.conf.options import (
 )
 from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.placement.client import PlacementClient
+from asyncsched.scheduling.chance import ChanceScheduler
+from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Drainable, Reconfigurable, component_name
 from asyncsched.state.cache import HostStateCache
 
@@ -99,6 +101,18 @@ def test_scheduler_reconfigure_applies_and_a_bad_list_keeps_the_old() -> None:
     with pytest.raises(ConfigError):
         sched.reconfigure(config(enabled_filters=("NoSuchFilter",)))
     assert sched.health()["filters"] == ["AllHostsFilter"]
+
+
+def test_the_driver_option_chooses_the_strategy() -> None:
+    """``[asyncsched] driver`` picks the decision driver once, at construction (app.py)."""
+    assert isinstance(build_daemon(config()).manager, SchedulerManager)
+    cfg = config()
+    cfg = dataclasses.replace(cfg, asyncsched=dataclasses.replace(cfg.asyncsched, driver="chance"))
+    daemon = build_daemon(cfg)
+    assert isinstance(daemon.manager, ChanceScheduler)
+    health = SchedulerComponent(daemon.manager, daemon.cache).health()
+    assert health["driver"] == "chance"
+    assert health["filters"] == [] and health["weighers"] == []  # it runs none
 
 
 def test_scheduler_health_reports_cache_staleness_before_any_load() -> None:

@@ -175,3 +175,32 @@ async def test_a_host_without_room_is_not_a_candidate_and_still_judged_by_the_fi
     out, _, _ = await run(hosts, boot(), host="cmp1")
     assert out.host is not None and out.host.verdict == "not-a-candidate"
     assert out.host.failed == (("ComputeFilter", "disabled"),)
+
+
+async def test_a_rejected_host_shows_what_each_weigher_would_have_given_it() -> None:
+    """cmp1 has the second most free RAM but is disabled: its RAM share, weighed beside the
+    hosts that passed, sits between cmp0's and cmp2's; a ranked host shows its own row."""
+    hosts = cloud(4)
+    hosts[1].service = ServiceInfo(id=2, host="cmp1", disabled=True, last_seen_up=NOW)
+    out, _, _ = await run(hosts, boot(), host="cmp1")
+    v = out.host
+    assert v is not None and v.verdict == "rejected" and v.step == "ComputeFilter"
+    assert set(v.terms) == {"RAMWeigher", "CPUWeigher"} and v.weight is not None
+    assert abs(sum(v.terms.values()) - v.weight) < 1e-9
+    top = {h.host: h.terms["RAMWeigher"] for h in out.top}
+    assert top["cmp0"] > v.terms["RAMWeigher"] > top["cmp2"]
+    assert v.as_dict()["weighers"] == dict(v.terms) and v.as_dict()["weight"] == v.weight
+    out, _, _ = await run(cloud(4), boot(), host="cmp2")
+    ranked = out.host
+    assert ranked is not None and ranked.verdict == "ranked"
+    assert ranked.terms == next(h.terms for h in out.top if h.host == "cmp2")
+
+
+async def test_a_host_outside_the_candidates_is_weighed_beside_the_ones_that_passed() -> None:
+    conf = config(filter_scheduler=WEIGHERS, scheduler={"max_placement_results": 2})
+    out, _, _ = await run(cloud(6), boot(), host="cmp5", conf=conf)
+    v = out.host
+    assert v is not None and v.verdict == "beyond-limit"
+    # weighed beside cmp0 and cmp1 (8,192 MiB free at most; the weighers' floor is 0)
+    assert v.terms == {"RAMWeigher": 5632 / 8192, "CPUWeigher": 1.0}
+    assert v.weight == 1.0 + 5632 / 8192

@@ -20,6 +20,7 @@ from asyncsched.objects.models import (
     InstanceGroup,
     RequestSpec,
 )
+from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_fakes import FakeCache, FakePlacement
@@ -480,10 +481,16 @@ async def test_reconfigure_keeps_old_on_error() -> None:
     assert mgr.engine.columns is old.columns
 
 
-async def test_chance_driver_claims_and_messages() -> None:
+def chance(hosts: list[HostState]) -> tuple[ChanceScheduler, FakePlacement]:
+    """The chance driver, as app.py builds it for ``[asyncsched] driver = chance``."""
+    placement = FakePlacement(hosts)
     conf = config(asyncsched={"driver": "chance"})
+    return ChanceScheduler(conf, FakeCache(hosts), placement, clock=lambda: NOW), placement
+
+
+async def test_chance_driver_claims_and_messages() -> None:
     hosts = cloud(6)
-    mgr, _, placement = manager(hosts, conf)
+    mgr, placement = chance(hosts)
     spec, uuids = boot(3)
     result = await mgr.select_destinations(CTX, spec, uuids, True, True)
     assert set(placement.allocations) == set(uuids)
@@ -511,14 +518,17 @@ async def test_reasons_record_host_rules_without_zero_counts() -> None:
     assert mgr.diagnostics.recent()[-1].reasons == {}
 
 
-async def test_chance_driver_legacy_path_makes_no_claims_and_diagnostics_find() -> None:
-    conf = config(asyncsched={"driver": "chance"})
-    mgr, _, placement = manager(cloud(3), conf)
+async def test_chance_driver_legacy_path_makes_no_claims() -> None:
+    sched, placement = chance(cloud(3))
     spec, _ = boot(2)
-    result = await mgr.select_destinations(CTX, spec, None, True, True)
+    result = await sched.select_destinations(CTX, spec, None, True, True)
     assert len(result) == 2 and all(r[0].allocation_request == "null" for r in result)
     assert placement.allocations == {} and placement.queries == []
-    mgr.reconfigure(config())  # back to the filter scheduler
+    assert sched.plugins() == ([], [])
+
+
+async def test_diagnostics_find_a_request() -> None:
+    mgr, _, _ = manager(cloud(3))
     spec, uuids = boot()
     await mgr.select_destinations(CTX, spec, uuids, True, True)
     found = mgr.diagnostics.find("req-1")

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable
 
 from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
+from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState
 from tests.support.sched_fakes import FakeCache, FakePlacement
@@ -59,7 +60,7 @@ async def test_the_chance_driver_reads_services_too() -> None:
     conf = dataclasses.replace(
         config(), asyncsched=dataclasses.replace(config().asyncsched, driver="chance")
     )
-    mgr = SchedulerManager(conf, cache, FakePlacement(hosts), clock=lambda: NOW)
+    mgr = ChanceScheduler(conf, cache, FakePlacement(hosts), clock=lambda: NOW)
     spec = RequestSpec(flavor=Flavor(memory_mb=512, vcpus=1, root_gb=1), num_instances=1)
     for _ in range(10):
         [[chosen, *_]] = await mgr.select_destinations(CTX, spec, [str(uuid.uuid4())], True, True)

@@ -9,6 +9,7 @@ import pytest
 
 from asyncsched.exceptions import NoValidHost
 from asyncsched.objects.models import Flavor, InstanceGroup
+from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.recorder import RecordingRecorder
@@ -106,7 +107,7 @@ async def test_every_claim_refused_is_counted_as_claims() -> None:
 async def test_the_chance_driver_counts_instances_and_no_valid_host() -> None:
     hosts = cloud(3)
     rec = RecordingRecorder()
-    mgr = SchedulerManager(
+    mgr = ChanceScheduler(
         config(asyncsched={"driver": "chance"}),
         FakeCache(hosts, []),
         FakePlacement(hosts),
