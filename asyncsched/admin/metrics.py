@@ -222,6 +222,8 @@ SCALARS: dict[str, tuple[Scalar, ...]] = {
         _c("deletes", "asyncsched_placement_deletes", "Allocation deletes (rollbacks)."),
         _c("delete_failures", "asyncsched_placement_delete_failures",
            "Allocation deletes that failed (leaked claims)."),
+        _c("fenced", "asyncsched_placement_fenced_undos",
+           "Undos Placement refused on the consumer generation: another writer's now, left alone."),
     ),
     "placement.overcommit_guard": (
         _c("confirmed", "asyncsched_overcommit_guard_confirmed",
