@@ -12,10 +12,11 @@ Used by the e2e tests and by ``tools/demo.py`` (importable without pytest).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import uuid as uuidlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from asyncsched.conf.options import (
 )
 from asyncsched.objects.models import Selection
 from tests.support.nova_db import NodeSpec, NovaDB
-from tests.support.placement_server import Seeder
+from tests.support.placement_server import PlacementServer, Seeder
 
 # The request_spec() helper of tests.support.oslo_caller asks for this trait (flavor extra
 # spec trait:HW_CPU_X86_AVX2=required); every seeded provider has it.
@@ -96,6 +97,27 @@ class Cloud:
             if host in agg.hosts and agg.plan.availability_zone:
                 return agg.plan.availability_zone
         return default
+
+
+@contextlib.asynccontextmanager
+async def seeded_cloud(
+    prefix: str,
+    placement: PlacementServer,
+    hosts: Sequence[HostPlan],
+    aggregates: Sequence[AggregatePlan] = (),
+    *,
+    n_cells: int,
+) -> AsyncIterator[tuple[NovaDB, Cloud]]:
+    """Fresh nova API and cell databases (named after ``prefix``) and ``placement`` seeded with
+    the same hosts (``seed_cloud``); the databases are dropped at the end."""
+    db = NovaDB(prefix=prefix)
+    try:
+        await db.create(n_cells=n_cells)
+        async with placement.seeder() as seeder:
+            cloud = await seed_cloud(db, seeder, hosts, aggregates)
+        yield db, cloud
+    finally:
+        await db.drop()
 
 
 async def seed_cloud(

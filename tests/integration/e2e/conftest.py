@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest_asyncio
 
-from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
+from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seeded_cloud
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import OsloSchedulerClient
 from tests.support.placement_server import PlacementServer
@@ -58,15 +58,12 @@ class SeededStack:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def seeded(placement_server: PlacementServer) -> AsyncIterator[SeededStack]:
-    db = NovaDB(prefix="asyncsched_e2e")
-    try:
-        await db.create(n_cells=2)
-        hosts, aggs = cloud_plan()
-        async with placement_server.seeder() as seeder:
-            cloud = await seed_cloud(db, seeder, hosts, aggs)
+    hosts, aggs = cloud_plan()
+    async with seeded_cloud("asyncsched_e2e", placement_server, hosts, aggs, n_cells=2) as (
+        db,
+        cloud,
+    ):
         yield SeededStack(db, placement_server, cloud)
-    finally:
-        await db.drop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
