@@ -19,8 +19,6 @@ from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.service import Service
-from tests.integration.candidates.conftest import ReadOnlyRole
-from tests.integration.e2e.checks import allocations
 from tests.support.cloud import (
     Cloud,
     HostPlan,
@@ -29,6 +27,8 @@ from tests.support.cloud import (
     decode_reply,
     seeded_cloud,
 )
+from tests.support.e2e_checks import allocations
+from tests.support.mirror_role import ReadOnlyRole
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec, request_spec_primitive
 from tests.support.placement_server import PlacementServer
 
