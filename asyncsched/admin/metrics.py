@@ -271,6 +271,9 @@ PLACEMENT = Part[PlacementHealth](_placement, (
                "Allocation deletes (rollbacks).", counter=True),
     _Placement(lambda h: h.delete_failures, "asyncsched_placement_delete_failures",
                "Allocation deletes that failed (leaked claims).", counter=True),
+    _Placement(lambda h: h.fenced, "asyncsched_placement_fenced_undos",
+               "Undos Placement refused on the consumer generation: another writer's now, left "
+               "alone.", counter=True),
 ))
 GUARD = Part[GuardHealth](_guard, (
     _Guard(lambda h: h.confirmed, "asyncsched_overcommit_guard_confirmed",

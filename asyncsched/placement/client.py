@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
@@ -21,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
-from yarl import URL
 
 from asyncsched.common.lifecycle import StartClose
 from asyncsched.common.recorder import NO_RECORDER, Recorder
@@ -37,7 +35,6 @@ from asyncsched.placement.auth import Auth, make_auth
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.coalesce import ClaimCoalescer
 from asyncsched.placement.errors import (
-    PlacementConnectionError,
     PlacementDisconnected,
     PlacementError,
     PlacementHTTPError,
@@ -45,6 +42,9 @@ from asyncsched.placement.errors import (
     error_code,
     error_detail,
     fails_any_call,
+    non_json_error,
+    status_error,
+    transport_error,
 )
 from asyncsched.placement.health import PlacementHealth
 from asyncsched.placement.microversions import (
@@ -57,6 +57,7 @@ from asyncsched.placement.microversions import (
 from asyncsched.placement.overcommit import OvercommitGuard
 from asyncsched.placement.pending import Claimed, Journal, PendingRollbacks
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.placement.transport import Answer, Call, RetryPolicy, send
 from asyncsched.placement.usage import ProviderUsage, capacities
 
 LOG = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class PlacementClient(StartClose):
         self._pool_size = pool_size
         self._auth: Auth = make_auth(options, noauth_token=noauth_token, timeout=self._timeout_s)
         self._endpoint: str | None = None
-        self._connect_retries = options.connect_retries or 0
+        self._retry = RetryPolicy(options.connect_retries or 0)
         self.max_version: str | None = None
         self._rng = rng or random.Random()
         self._claim_backoff = claim_backoff  # nova sleeps uniform(0, 2 * attempt) between tries
@@ -296,90 +297,57 @@ class PlacementClient(StartClose):
         session = self._session
         if session is None or self._endpoint is None:
             raise PlacementError("PlacementClient used before start()")
-        raw = self._endpoint + path + (f"?{query}" if query else "")
-        url = URL(raw, encoded=True)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        what = f"{method} {path}"
-        attempt = 0
-        reauthed = False
+        call = Call.build(
+            self._endpoint, method, path, version=version, query=query, body=body, op=op
+        )
         self._stats.calls += 1
         t0 = time.perf_counter()
+        answer = await self._exchange(session, call, t0)
+        elapsed = self._stats.durations[call.label] = time.perf_counter() - t0
+        self._recorder.placement_call(call.label, f"{answer.status // 100}xx", elapsed)
+        if fails_any_call(answer.status):
+            raise self._fail(status_error(self.endpoint, call.what, answer.status, answer.payload))
+        try:
+            parsed = answer.json()
+        except ValueError as exc:
+            err = non_json_error(self.endpoint, call.what, answer.status, answer.ctype)
+            raise self._fail(err) from exc
+        self._stats.last_ok_at = time.monotonic()
+        return answer.status, parsed
+
+    async def _exchange(self, session: aiohttp.ClientSession, call: Call, t0: float) -> Answer:
+        """Tries until an answer: the retry policy on failed sends, one re-authentication on
+        a 401. A failure that is not tried again is counted and raised as a PlacementError."""
+        attempt = 0
+        reauthed = False
         while True:
-            headers = {"Accept": "application/json", "User-Agent": "asyncsched"}
-            if version is not None:
-                headers["OpenStack-API-Version"] = f"placement {version}"
-            if data is not None:
-                headers["Content-Type"] = "application/json"
+            headers = await self._headers(call)
             try:
-                headers.update(await self._auth.headers())
-            except PlacementError as exc:
-                raise self._fail(exc) from None
-            try:
-                async with session.request(
-                    method, url, data=data, headers=headers, timeout=self._timeout
-                ) as resp:
-                    status = resp.status
-                    payload = await resp.read()
-                    ctype = resp.headers.get("Content-Type", "")
-            except aiohttp.ClientConnectorError as exc:
-                if attempt < self._connect_retries:
-                    attempt += 1
-                    await asyncio.sleep(min(0.5 * attempt, 2.0))
-                    continue
-                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
-                raise self._fail(
-                    PlacementConnectionError(
-                        f"Placement unreachable at {self.endpoint} ({what}): {exc}"
-                    )
-                ) from exc
-            except TimeoutError as exc:
-                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
-                raise self._fail(
-                    PlacementTimeout(
-                        f"Placement at {self.endpoint} did not answer {what} within "
-                        f"{self._timeout_s:g} s"
-                    )
-                ) from exc
-            except aiohttp.ClientError as exc:
-                if method in ("GET", "DELETE") and attempt < max(1, self._connect_retries):
-                    # A stale keep-alive socket (Placement restarted): idempotent, so retry.
-                    attempt += 1
-                    continue
-                self._recorder.placement_call(op or method, "error", time.perf_counter() - t0)
-                raise self._fail(
-                    PlacementDisconnected(
-                        f"Placement connection failed at {self.endpoint} ({what}): "
-                        f"{type(exc).__name__}: {exc}"
-                    )
-                ) from exc
-            if status == 401 and not reauthed:
+                answer = await send(session, call, headers, self._timeout)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                err = transport_error(exc, self.endpoint, call.what, self._timeout_s)
+                wait = self._retry.wait(err, call.method, attempt)
+                if wait is None:
+                    self._recorder.placement_call(call.label, "error", time.perf_counter() - t0)
+                    raise self._fail(err) from exc
+                attempt += 1
+                if wait:
+                    await asyncio.sleep(wait)
+                continue
+            if answer.status == 401 and not reauthed:
                 reauthed = True
                 self._auth.invalidate()
                 continue
-            break
-        elapsed = self._stats.durations[op or method] = time.perf_counter() - t0
-        self._recorder.placement_call(op or method, f"{status // 100}xx", elapsed)
-        if fails_any_call(status):
-            text = payload[:300].decode("utf-8", "replace")
-            raise self._fail(
-                PlacementHTTPError(
-                    f"Placement at {self.endpoint} answered {what} with HTTP {status}: {text}",
-                    status,
-                )
-            )
-        parsed: Any = None
-        if payload:
-            try:
-                parsed = json.loads(payload)
-            except ValueError as exc:
-                raise self._fail(
-                    PlacementError(
-                        f"Placement at {self.endpoint} answered {what} with HTTP {status} and a "
-                        f"non-JSON body ({ctype or 'no content type'})"
-                    )
-                ) from exc
-        self._stats.last_ok_at = time.monotonic()
-        return status, parsed
+            return answer
+
+    async def _headers(self, call: Call) -> dict[str, str]:
+        """The call's headers plus the current token (fetched again after an invalidate)."""
+        headers = call.headers()
+        try:
+            headers.update(await self._auth.headers())
+        except PlacementError as exc:
+            raise self._fail(exc) from None
+        return headers
 
     # ---- candidates ----
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from asyncsched.exceptions import PlacementError
 
 __all__ = [
@@ -21,6 +23,9 @@ __all__ = [
     "error_code",
     "error_detail",
     "fails_any_call",
+    "non_json_error",
+    "status_error",
+    "transport_error",
 ]
 
 
@@ -54,6 +59,38 @@ def fails_any_call(status: int) -> bool:
     """A status no call handles itself: server errors and refused credentials (after the one
     re-authentication). Everything else (204, 404, 409, ...) is the calling method's to judge."""
     return status >= 500 or status in (401, 403)
+
+
+def transport_error(
+    exc: aiohttp.ClientError | TimeoutError, endpoint: str, what: str, timeout_s: float
+) -> PlacementError:
+    """What a failed send means: never reached Placement, no answer in time, or the
+    connection broke after sending (in that order: aiohttp's connect timeouts are both)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return PlacementConnectionError(f"Placement unreachable at {endpoint} ({what}): {exc}")
+    if isinstance(exc, TimeoutError):
+        return PlacementTimeout(
+            f"Placement at {endpoint} did not answer {what} within {timeout_s:g} s"
+        )
+    return PlacementDisconnected(
+        f"Placement connection failed at {endpoint} ({what}): {type(exc).__name__}: {exc}"
+    )
+
+
+def status_error(endpoint: str, what: str, status: int, payload: bytes) -> PlacementHTTPError:
+    """A status that fails any call (``fails_any_call``), quoting the body's first 300 bytes."""
+    text = payload[:300].decode("utf-8", "replace")
+    return PlacementHTTPError(
+        f"Placement at {endpoint} answered {what} with HTTP {status}: {text}", status
+    )
+
+
+def non_json_error(endpoint: str, what: str, status: int, ctype: str) -> PlacementError:
+    """An answer whose body does not parse as JSON."""
+    return PlacementError(
+        f"Placement at {endpoint} answered {what} with HTTP {status} and a "
+        f"non-JSON body ({ctype or 'no content type'})"
+    )
 
 
 def _first_error(body: Any) -> Mapping[str, Any]:

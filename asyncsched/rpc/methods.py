@@ -65,13 +65,18 @@ class _SelectDestinations:
 
     async def __call__(self, incoming: IncomingMessage) -> Any:
         args = incoming.args
+        # The server's check_message bounded the whole message's nesting (and strings) in
+        # one walk before dispatch: the decoders do not walk the spec again.
         if args.get("spec_obj") is not None:
             spec_path = "args.spec_obj"
-            spec = codec.decode_request_spec(args["spec_obj"], spec_path)
+            spec = codec.decode_request_spec(args["spec_obj"], spec_path, nesting_checked=True)
         elif args.get("request_spec") is not None:
             spec_path = "args.request_spec"
             spec = codec.request_spec_from_legacy(
-                args["request_spec"], args.get("filter_properties"), spec_path
+                args["request_spec"],
+                args.get("filter_properties"),
+                spec_path,
+                nesting_checked=True,
             )
         else:
             raise CodecError("args", "select_destinations needs spec_obj or request_spec")

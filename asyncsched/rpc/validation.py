@@ -69,34 +69,49 @@ def check_message(inner: Mapping[str, Any]) -> None:
     """Depth and strings of a parsed inner message; iterative, linear in its size.
 
     A first walk builds no field paths (on every message, it is most of the cost); only a
-    message it finds fault with is walked again to name the field."""
+    message it finds fault with is walked again to name the field. This is the one walk over
+    a call's message: the decoders it hands to are told the nesting is bounded already
+    (``nesting_checked``), and do not walk the RequestSpec again."""
     if _faulty(inner):
         _check_named(inner)
         raise CodecError("message", "malformed")  # the named walk raised first: not reached
 
 
-def _bad_string(text: str) -> bool:
-    return len(text) > MAX_STRING or (not text.isascii() and _SURROGATE.search(text) is not None)
+def _bad_strings(strings: list[str]) -> bool:
+    """Any string too long or not valid Unicode: the length and ASCII tests run in C over the
+    whole list; only non-ASCII strings meet the surrogate pattern."""
+    if not strings:
+        return False
+    if max(map(len, strings)) > MAX_STRING:
+        return True
+    if all(map(str.isascii, strings)):
+        return False
+    return any(_SURROGATE.search(text) is not None for text in strings if not text.isascii())
 
 
 def _faulty(inner: Mapping[str, Any]) -> bool:
-    stack: list[tuple[Mapping[Any, Any] | list[Any], int]] = [(inner, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if depth >= MAX_DEPTH:
+    """One level of nesting at a time: the depth is checked once per level, the level's keys
+    and string values in one batch (``_bad_strings``)."""
+    level: list[Any] = [inner]
+    for _ in range(MAX_DEPTH):
+        strings: list[str] = []
+        below: list[Any] = []
+        for value in level:
+            items: Iterable[Any] = value
+            if not isinstance(value, list):
+                strings.extend(map(str, value))
+                items = value.values()
+            for item in items:
+                if isinstance(item, str):
+                    strings.append(item)
+                elif isinstance(item, dict | list):
+                    below.append(item)
+        if _bad_strings(strings):
             return True
-        items: Iterable[Any] = value
-        if not isinstance(value, list):
-            if any(_bad_string(str(key)) for key in value):
-                return True
-            items = value.values()
-        for item in items:
-            if isinstance(item, str):
-                if _bad_string(item):
-                    return True
-            elif isinstance(item, dict | list):
-                stack.append((item, depth + 1))
-    return False
+        if not below:
+            return False
+        level = below
+    return True  # containers at depth MAX_DEPTH
 
 
 def _check_named(inner: Mapping[str, Any]) -> None:

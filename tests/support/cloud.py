@@ -12,10 +12,11 @@ Used by the e2e tests and by ``tools/demo.py`` (importable without pytest).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import uuid as uuidlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from asyncsched.conf.options import (
 )
 from asyncsched.objects.models import Selection
 from tests.support.nova_db import NodeSpec, NovaDB
-from tests.support.placement_server import Seeder
+from tests.support.placement_server import PlacementServer, Seeder
 
 # The request_spec() helper of tests.support.oslo_caller asks for this trait (flavor extra
 # spec trait:HW_CPU_X86_AVX2=required); every seeded provider has it.
@@ -96,6 +97,27 @@ class Cloud:
             if host in agg.hosts and agg.plan.availability_zone:
                 return agg.plan.availability_zone
         return default
+
+
+@contextlib.asynccontextmanager
+async def seeded_cloud(
+    prefix: str,
+    placement: PlacementServer,
+    hosts: Sequence[HostPlan],
+    aggregates: Sequence[AggregatePlan] = (),
+    *,
+    n_cells: int,
+) -> AsyncIterator[tuple[NovaDB, Cloud]]:
+    """Fresh nova API and cell databases (named after ``prefix``) and ``placement`` seeded with
+    the same hosts (``seed_cloud``); the databases are dropped at the end."""
+    db = NovaDB(prefix=prefix)
+    try:
+        await db.create(n_cells=n_cells)
+        async with placement.seeder() as seeder:
+            cloud = await seed_cloud(db, seeder, hosts, aggregates)
+        yield db, cloud
+    finally:
+        await db.drop()
 
 
 async def seed_cloud(
@@ -243,3 +265,43 @@ def allocation_of(selection: Selection) -> dict[str, Any]:
     assert isinstance(selection.allocation_request, str), selection
     data: dict[str, Any] = json.loads(selection.allocation_request)
     return data
+
+
+# The e2e cloud: 28 general hosts of varied sizes in AZ az1 (14 per cell); 4 small hosts in
+# az-cap that take exactly two 4 GiB instances each (8704 MB - 512 reserved); az-maint with a
+# disabled and a forced-down giant next to one small healthy host; one spare host in no
+# aggregate (default AZ) for the aggregate-cast test.
+GENERAL_SIZES = [(16, 65536), (32, 131072), (48, 196608), (64, 262144)]
+
+
+def cloud_plan() -> tuple[list[HostPlan], list[AggregatePlan]]:
+    """The e2e tests' cloud (tests/integration/e2e)."""
+    hosts: list[HostPlan] = []
+    for cell in (0, 1):
+        for i in range(14):
+            vcpus, mem = GENERAL_SIZES[i % len(GENERAL_SIZES)]
+            hosts.append(
+                HostPlan(f"c{cell + 1}-{i:02d}", cell, vcpus, mem, 4000, aggregates=("az1",))
+            )
+    hosts += [HostPlan(f"cap-{i}", 1, 8, 8704, 1000, aggregates=("cap",)) for i in range(4)]
+    hosts += [
+        HostPlan("maint-ok", 0, 8, 16384, 500, aggregates=("maint",)),
+        HostPlan("maint-disabled", 0, 128, 1048576, 8000, aggregates=("maint",), disabled=True),
+        HostPlan("maint-down", 0, 128, 1048576, 8000, aggregates=("maint",), forced_down=True),
+        HostPlan("spare", 1, 16, 65536, 1000),
+    ]
+    aggs = [
+        AggregatePlan("az1", availability_zone="az1"),
+        AggregatePlan("cap", availability_zone="az-cap"),
+        AggregatePlan("maint", availability_zone="az-maint"),
+    ]
+    return hosts, aggs
+
+
+@dataclass(frozen=True, slots=True)
+class SeededStack:
+    """The e2e tests' databases and Placement, seeded with ``cloud_plan``."""
+
+    db: NovaDB
+    placement: PlacementServer
+    cloud: Cloud

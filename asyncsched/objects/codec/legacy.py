@@ -33,17 +33,22 @@ from asyncsched.objects.models import (
 
 
 def request_spec_from_legacy(
-    request_spec: Any, filter_properties: Any, path: str = "request_spec"
+    request_spec: Any,
+    filter_properties: Any,
+    path: str = "request_spec",
+    *,
+    nesting_checked: bool = False,
 ) -> RequestSpec:
     """nova's ``RequestSpec.from_primitives``: the pre-4.3 dict pair -> :class:`RequestSpec`.
 
     ``request_spec`` carries image, instance_type (the flavor), instance_properties (project,
     user, availability_zone, numa_topology, pci_requests, uuid) and num_instances;
     ``filter_properties`` carries scheduler_hints, group_*, force_*/ignore_hosts, retry, limits
-    and pci_requests.
+    and pci_requests. ``nesting_checked`` as for ``decode_request_spec``.
     """
-    check_depth(request_spec, path)
-    check_depth(filter_properties, "filter_properties")
+    if not nesting_checked:
+        check_depth(request_spec, path)
+        check_depth(filter_properties, "filter_properties")
     spec = as_dict(request_spec, path)
     fp = as_dict(filter_properties if filter_properties is not None else {}, "filter_properties")
     flavor_raw = spec.get("instance_type") or fp.get("instance_type")

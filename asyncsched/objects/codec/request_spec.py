@@ -295,9 +295,15 @@ def decode_hints(value: Any, path: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def decode_request_spec(value: Any, path: str = "spec_obj") -> RequestSpec:
-    """A RequestSpec primitive (any 1.x) -> :class:`RequestSpec` with nova's defaults."""
-    check_depth(value, path)
+def decode_request_spec(
+    value: Any, path: str = "spec_obj", *, nesting_checked: bool = False
+) -> RequestSpec:
+    """A RequestSpec primitive (any 1.x) -> :class:`RequestSpec` with nova's defaults.
+
+    ``nesting_checked``: the caller bounded the nesting of a message holding ``value`` more
+    tightly already (``rpc/validation.check_message``), so it is not walked again here."""
+    if not nesting_checked:
+        check_depth(value, path)
     d = unwrap(value, path, "RequestSpec")
     if "flavor" not in d or d["flavor"] is None:
         raise CodecError(f"{path}.flavor", "required field is missing")

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.admin_http import admin_get, wait_readyz
-from tests.support.cloud import AggregatePlan, HostPlan, daemon_config, seed_cloud
+from tests.support.cloud import AggregatePlan, HostPlan, daemon_config, seeded_cloud
 from tests.support.daemon import serving, write_config
 from tests.support.net import free_port
 from tests.support.nova_db import NovaDB, url_for
@@ -52,16 +52,14 @@ async def stack(
     placement_server: PlacementServer, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
     tmp = tmp_path_factory.mktemp("secrets")
-    db = NovaDB(prefix="asyncsched_secrets")
-    await db.create(n_cells=2)
-    try:
-        hosts = [
-            HostPlan(f"s{c}-{i}", c, 8, 16384, 500, aggregates=("az",))
-            for c in (0, 1)
-            for i in (0, 1)
-        ]
-        async with placement_server.seeder() as seeder:
-            await seed_cloud(db, seeder, hosts, [AggregatePlan("az", "az1")])
+    hosts = [
+        HostPlan(f"s{c}-{i}", c, 8, 16384, 500, aggregates=("az",)) for c in (0, 1) for i in (0, 1)
+    ]
+    az = [AggregatePlan("az", "az1")]
+    async with seeded_cloud("asyncsched_secrets", placement_server, hosts, az, n_cells=2) as (
+        db,
+        _,
+    ):
         # cell 2 as a nova-manage --database_connection template: filled from [database]
         cell2 = db.cells[1]
         await db.api_execute(
@@ -92,8 +90,6 @@ async def stack(
             )
         async with serving(conf) as daemon:
             yield Stack(daemon, f"http://127.0.0.1:{port}", health_file, db)
-    finally:
-        await db.drop()
 
 
 async def get(stack: Stack, path: str) -> tuple[int, str]:

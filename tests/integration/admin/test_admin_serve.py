@@ -29,7 +29,7 @@ from tests.support.cloud import (
     HostPlan,
     daemon_config,
     decode_reply,
-    seed_cloud,
+    seeded_cloud,
 )
 from tests.support.daemon import serving, write_config
 from tests.support.net import free_port
@@ -75,18 +75,18 @@ async def stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Stack]:
     tmp = tmp_path_factory.mktemp("admin")
-    db = NovaDB(prefix="asyncsched_admin")
-    await db.create(n_cells=2)
-    try:
-        hosts = [
-            HostPlan(f"a{c}-{i}", c, 8, 16384, 500, aggregates=("az",))
-            for c in (0, 1)
-            for i in range(3)
-        ]
-        # Only this one fits a 64 GiB flavor, and it is disabled: ComputeFilter empties the list.
-        hosts.append(HostPlan("giant", 0, 64, 262144, 4000, aggregates=("az",), disabled=True))
-        async with placement_server.seeder() as seeder:
-            cloud = await seed_cloud(db, seeder, hosts, [AggregatePlan("az", "az1")])
+    hosts = [
+        HostPlan(f"a{c}-{i}", c, 8, 16384, 500, aggregates=("az",))
+        for c in (0, 1)
+        for i in range(3)
+    ]
+    # Only this one fits a 64 GiB flavor, and it is disabled: ComputeFilter empties the list.
+    hosts.append(HostPlan("giant", 0, 64, 262144, 4000, aggregates=("az",), disabled=True))
+    az = [AggregatePlan("az", "az1")]
+    async with seeded_cloud("asyncsched_admin", placement_server, hosts, az, n_cells=2) as (
+        db,
+        cloud,
+    ):
         with tcp_proxy("127.0.0.1", 5432) as proxy:
             cell2 = db.cells[1]
             await db.api_execute(
@@ -112,8 +112,6 @@ async def stack(
             async with serving(write_config(tmp, config, admin_token=TOKEN)) as daemon:
                 admin = f"http://127.0.0.1:{port}"
                 yield Stack(daemon, admin, broker, proxy, placement_server, db, cloud)
-    finally:
-        await db.drop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -27,8 +27,8 @@ from asyncsched.placement.errors import PlacementHTTPError
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import Fallback, LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
-from tests.integration.candidates.conftest import ReadOnlyRole
-from tests.integration.candidates.views import api_view, mirror_view, normalised
+from tests.support.mirror_role import ReadOnlyRole
+from tests.support.mirror_views import api_view, mirror_view, normalised
 from tests.support.placement_server import PlacementServer, Seeder
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

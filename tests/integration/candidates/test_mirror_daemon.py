@@ -19,17 +19,16 @@ from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.service import Service
-from tests.integration.candidates.conftest import ReadOnlyRole
-from tests.integration.e2e.checks import allocations
 from tests.support.cloud import (
     Cloud,
     HostPlan,
     config_file_text,
     daemon_config,
     decode_reply,
-    seed_cloud,
+    seeded_cloud,
 )
-from tests.support.nova_db import NovaDB
+from tests.support.e2e_checks import allocations
+from tests.support.mirror_role import ReadOnlyRole
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec, request_spec_primitive
 from tests.support.placement_server import PlacementServer
 
@@ -53,12 +52,8 @@ async def stack(
     module_amqp_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Stack]:
-    db = NovaDB(prefix="asyncsched_mirror")
-    await db.create(n_cells=1)
-    try:
-        async with placement.seeder() as s:
-            plans = [HostPlan(f"m-{i}", 0, 4, 16384, 200) for i in range(5)]
-            cloud = await seed_cloud(db, s, plans)
+    plans = [HostPlan(f"m-{i}", 0, 4, 16384, 200) for i in range(5)]
+    async with seeded_cloud("asyncsched_mirror", placement, plans, n_cells=1) as (db, cloud):
         config = daemon_config(
             transport_url=module_amqp_url,
             api_url=db.api_url,
@@ -84,8 +79,6 @@ async def stack(
         finally:
             client.close()
             await service.stop()
-    finally:
-        await db.drop()
 
 
 async def boot(stack: Stack, n: int, **kw: Any) -> tuple[list[str], Any]:

@@ -23,17 +23,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.integration.chaos.conftest import figure, size
 from tests.support.chaos import (
     ChaosStack,
     Outcome,
     audit,
     boot,
+    figure,
     first_answers,
     kinds,
     latency_line,
     roomy_hosts,
     rpc_counts,
+    size,
 )
 from tests.support.oslo_caller import OsloSchedulerClient
 from tests.support.private_broker import private_broker

@@ -38,15 +38,16 @@ import aio_pika
 import pytest
 import pytest_asyncio
 
-from tests.integration.chaos.conftest import figure, size
 from tests.support.chaos import (
     Outcome,
     audit,
     boot,
+    figure,
     first_answers,
     kinds,
     latency_line,
     roomy_hosts,
+    size,
 )
 from tests.support.nova_scheduler import (
     FAST_RECONNECT,

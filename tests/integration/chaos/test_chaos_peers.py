@@ -21,8 +21,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.integration.chaos.conftest import figure, size
-from tests.support.chaos import ChaosStack, Load, audit, boot, kinds, latency_line, roomy_hosts
+from tests.support.chaos import (
+    ChaosStack,
+    Load,
+    audit,
+    boot,
+    figure,
+    kinds,
+    latency_line,
+    roomy_hosts,
+    size,
+)
 from tests.support.nova_db import url_for
 from tests.support.oslo_caller import OsloSchedulerClient
 from tests.support.tcp_proxy import tcp_proxy

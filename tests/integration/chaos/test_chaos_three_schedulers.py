@@ -19,17 +19,18 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import pytest
 import pytest_asyncio
 
-from tests.integration.chaos.conftest import figure, size
 from tests.support import broker
 from tests.support.chaos import (
     ChaosStack,
     Outcome,
     audit,
     boot,
+    figure,
     kinds,
     latency_line,
     roomy_hosts,
     run_calls,
+    size,
     tight_hosts,
 )
 from tests.support.oslo_caller import OsloSchedulerClient

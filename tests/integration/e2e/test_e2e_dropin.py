@@ -18,9 +18,15 @@ from asyncsched.conf.options import PlacementOptions
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
-from tests.integration.e2e.checks import check_allocations, check_selections
-from tests.integration.e2e.conftest import SeededStack
-from tests.support.cloud import AZ1, SMALL, config_file_text, daemon_config, decode_reply
+from tests.support.cloud import (
+    AZ1,
+    SMALL,
+    SeededStack,
+    config_file_text,
+    daemon_config,
+    decode_reply,
+)
+from tests.support.e2e_checks import check_allocations, check_selections
 from tests.support.notification_listener import NotificationListener
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.support.serve_process import ServeProcess

@@ -30,7 +30,7 @@ from tests.support.cloud import (
     HostPlan,
     daemon_config,
     decode_reply,
-    seed_cloud,
+    seeded_cloud,
 )
 from tests.support.daemon import serving, write_config
 from tests.support.nova_db import NovaDB
@@ -91,12 +91,11 @@ async def stack(
     module_amqp_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Stack]:
-    db = NovaDB(prefix="asyncsched_explain")
-    await db.create(n_cells=2)
-    try:
-        hosts, aggs = plan()
-        async with placement_server.seeder() as seeder:
-            cloud = await seed_cloud(db, seeder, hosts, aggs)
+    hosts, aggs = plan()
+    async with seeded_cloud("asyncsched_explain", placement_server, hosts, aggs, n_cells=2) as (
+        db,
+        cloud,
+    ):
         tmp = tmp_path_factory.mktemp("explain")
         config = daemon_config(
             transport_url=module_amqp_url,
@@ -113,8 +112,6 @@ async def stack(
             yield Stack(
                 db, placement_server, cloud, daemon, found.group(1), tmp / "token", module_amqp_url
             )
-    finally:
-        await db.drop()
 
 
 def primitive(n: int) -> dict[str, Any]:

@@ -24,15 +24,15 @@ from asyncsched.app import Daemon, build_daemon
 from asyncsched.conf.loader import ConfigSources, load
 from asyncsched.objects.models import Aggregate, InstanceGroup, Selection
 from asyncsched.service import Service
-from tests.integration.e2e.checks import allocations, check_allocations, check_selections
-from tests.integration.e2e.conftest import SeededStack
 from tests.support import broker
 from tests.support.cloud import (
     Cloud,
+    SeededStack,
     config_file_text,
     daemon_config,
     decode_reply,
 )
+from tests.support.e2e_checks import allocations, check_allocations, check_selections
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,

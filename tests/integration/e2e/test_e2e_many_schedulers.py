@@ -28,9 +28,9 @@ import pytest_asyncio
 
 from asyncsched.app import Daemon, build_daemon
 from asyncsched.service import Service
-from tests.integration.e2e.checks import allocations
 from tests.support import broker
 from tests.support.cloud import AggregatePlan, Cloud, HostPlan, daemon_config, seed_cloud
+from tests.support.e2e_checks import allocations
 from tests.support.nova_db import NovaDB
 from tests.support.oslo_caller import (
     OsloSchedulerClient,

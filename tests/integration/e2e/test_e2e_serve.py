@@ -23,9 +23,15 @@ import pytest
 import pytest_asyncio
 
 from asyncsched.conf.options import FilterSchedulerOptions, PlacementOptions
-from tests.integration.e2e.checks import check_allocations, check_selections
-from tests.integration.e2e.conftest import SeededStack
-from tests.support.cloud import AZ1, SMALL, config_file_text, daemon_config, decode_reply
+from tests.support.cloud import (
+    AZ1,
+    SMALL,
+    SeededStack,
+    config_file_text,
+    daemon_config,
+    decode_reply,
+)
+from tests.support.e2e_checks import check_allocations, check_selections
 from tests.support.oslo_caller import (
     OsloSchedulerClient,
     fake_nova_exception,

@@ -18,14 +18,12 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.chaos import ChaosStack, HealthBeat, roomy_hosts
+from tests.support.chaos import HealthBeat
 from tests.support.fuzz import ENVELOPE_BREAKS, Mutation, Wire, build, mutations, seeds
 from tests.support.fuzz_calls import own_call, scheduler_queue
 from tests.support.serve_process import ServeProcess
@@ -36,21 +34,9 @@ EXAMPLES = int(os.environ.get("ASYNCSCHED_FUZZ_EXAMPLES", "300"))
 BATCH = 8
 WINDOW = 48
 STALL_LIMIT = 1.0  # seconds, on a quiet machine (scaled by the run's own beat below)
+HOSTS = 4  # roomy hosts the stack seeds (conftest)
 BEAT = 0.25  # the daemon's health-file interval: its loop's heartbeat
 RSS_GROWTH_LIMIT_KB = 64 * 1024
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack() -> AsyncIterator[ChaosStack]:
-    async with ChaosStack(roomy_hosts(4)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def daemon(stack: ChaosStack, module_amqp_url: str) -> Iterator[ServeProcess]:
-    d = stack.daemon(module_amqp_url, refresh_interval=BEAT)
-    yield d
-    d.stop()
 
 
 def around_worst_gap(daemon: ServeProcess, beat: HealthBeat) -> str:

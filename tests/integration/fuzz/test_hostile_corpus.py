@@ -22,12 +22,9 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import pytest_asyncio
 
-from tests.support.chaos import ChaosStack, roomy_hosts
 from tests.support.fuzz import LagWatch, Mutant, Wire, benign_call, hostile_corpus
 from tests.support.fuzz_calls import own_call, scheduler_queue
 from tests.support.serve_process import ServeProcess
@@ -36,22 +33,10 @@ pytestmark = pytest.mark.integration
 
 SIZE = int(os.environ.get("ASYNCSCHED_CORPUS_BYTES", str(128 * 1024)))
 FULL_SIZE = SIZE >= 4 * 1024 * 1024
+HOSTS = 2  # roomy hosts the stack seeds (conftest)
 BEAT = 0.1  # the daemon's health-file interval (its looplag samples every 0.25 s)
 SETTLE = 0.7  # after a reply: the next two looplag samples have reached the health file
 ISSUE_LIMIT = 0.1  # issue #21: no input holds the loop 100 ms or more (make fuzz only)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack() -> AsyncIterator[ChaosStack]:
-    async with ChaosStack(roomy_hosts(2)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def daemon(stack: ChaosStack, module_amqp_url: str) -> Iterator[ServeProcess]:
-    d = stack.daemon(module_amqp_url, refresh_interval=BEAT)
-    yield d
-    d.stop()
 
 
 def _run(wire: Wire, lags: LagWatch, mutant: Mutant) -> float:

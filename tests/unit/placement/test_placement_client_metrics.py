@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from prometheus_client import generate_latest
 
+from asyncsched.admin.metrics import build_registry
+from asyncsched.common.health import ServiceHealth
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.query import ResourceRequest
 from tests.support.placement_stub import client_for
@@ -52,3 +55,27 @@ async def test_calls_by_name_and_status_class(stack: list[Any]) -> None:
     ]
     health = client.health()
     assert health["claims"] == 1 and health["claims_failed"] == 1
+
+
+async def test_a_fenced_undo_is_counted_and_exported(stack: list[Any]) -> None:
+    """An undo Placement refuses on the consumer generation (the consumer is another writer's
+    now) is left alone, counted in ``fenced`` and scraped as a Prometheus counter."""
+
+    async def put(request: web.Request) -> web.Response:
+        body = await request.json()
+        if body["allocations"]:  # the claim
+            return web.Response(status=204)
+        detail = "consumer generation conflict - expected 1 but got 2"
+        return web.json_response(
+            {"errors": [{"status": 409, "code": "placement.concurrent_update", "detail": detail}]},
+            status=409,
+        )
+
+    client, _ = await client_for(stack, {("PUT", "/allocations/{c}"): put})
+    ar = {"allocations": {"rp1": {"resources": {"VCPU": 1}}}}
+    assert await client.claim("c1", ar, project_id="p", user_id="u")
+    await client.rollback(["c1"])
+    assert client.health()["fenced"] == 1
+    registry, _ = build_registry(lambda: ServiceHealth("running", {"placement": client.health()}))
+    text = generate_latest(registry).decode()
+    assert "asyncsched_placement_fenced_undos_total 1.0" in text.splitlines()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from placement.schemas import common as placement_schemas
 
 from asyncsched.objects import codec, models
-from asyncsched.objects.codec import CodecError
+from asyncsched.objects.codec import CodecError, primitives
 from asyncsched.objects.models import RequestSpec
 from asyncsched.rpc import validation
 from asyncsched.rpc.validation import RequestBounds, check_message, check_select_destinations
@@ -228,3 +228,28 @@ def test_the_quick_walk_refuses_exactly_what_the_named_walk_names(tree: Any) -> 
     with pytest.raises(CodecError) as info:
         check_message(message)
     assert (info.value.path, info.value.problem) == (named.path, named.problem)
+
+
+@given(_TREES, st.sampled_from(["spec_obj", "request_spec", "filter_properties"]))
+def test_what_check_message_accepts_the_codecs_depth_walk_accepts(tree: Any, arg: str) -> None:
+    """The server's one walk is tighter than the codec's: a spec in a message check_message
+    accepted can never be refused by ``check_depth``, so the decoders skip that second walk on
+    the RPC path (``nesting_checked``) and nothing is refused differently."""
+    for depth in (0, 3, 20, 29, 30, 31):
+        spec = _nested(tree, depth)
+        message = {"method": "select_destinations", "args": {arg: spec}}
+        try:
+            check_message(message)
+        except CodecError:
+            continue
+        primitives.check_depth(spec, f"args.{arg}")
+
+
+def test_the_depth_the_codec_walk_would_refuse_is_refused_by_check_message() -> None:
+    deep: Any = 1
+    for _ in range(primitives.MAX_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(CodecError):
+        primitives.check_depth(deep, "args.spec_obj")
+    with pytest.raises(CodecError, match="nested deeper than 32 levels"):
+        check_message({"args": {"spec_obj": deep}})

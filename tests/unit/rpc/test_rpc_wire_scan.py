@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 
 from asyncsched.rpc import wire
 from asyncsched.rpc.wire import ReplyAddress
+from tests.support.growth import per_call
 
 # The pattern scan_address used before issue #21: the reference for what it should find.
 _OLD_RE = {
@@ -35,26 +35,6 @@ def _old_scan(body: bytes) -> ReplyAddress | None:
             return None
         found[key] = m.group(1).decode()
     return ReplyAddress(reply_q=found["_reply_q"], msg_id=found["_msg_id"])
-
-
-def _per_call(fn: Callable[[], object]) -> float:
-    """Seconds per call: the best of 5 rounds of enough calls to last 20 ms."""
-    reps = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        took = time.perf_counter() - t0
-        if took >= 0.02:
-            break
-        reps *= 4
-    best = took
-    for _ in range(4):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        best = min(best, time.perf_counter() - t0)
-    return best / reps
 
 
 def _envelope_of(text: str) -> bytes:
@@ -79,8 +59,8 @@ def test_scan_address_is_linear(case: str) -> None:
     make = HOSTILE[case]
     n = 20_000
     small, big = make(n), make(8 * n)
-    t_small = _per_call(lambda: wire.scan_address(small))
-    t_big = _per_call(lambda: wire.scan_address(big))
+    t_small = per_call(lambda: wire.scan_address(small))
+    t_big = per_call(lambda: wire.scan_address(big))
     # Linear: about 8 (less with the call's fixed cost, more when 8N leaves a CPU cache);
     # quadratic: about 64.
     assert t_big / t_small < 24, f"{case}: N {t_small * 1e6:.1f} us, 8N {t_big * 1e6:.1f} us"

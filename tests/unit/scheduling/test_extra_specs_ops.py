@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncsched.scheduling.extra_specs_ops import match
+from tests.support.growth import per_call
 
 CASES = [
     ("1", "1", True),
@@ -49,3 +50,21 @@ def test_match(value: str, req: str, expected: bool) -> None:
 def test_none_value_only_matches_through_plain_equality() -> None:
     assert match(None, ">= 1") is False
     assert match(None, "<or> a <or> b") is False
+
+
+def _or_spec(words: int) -> str:
+    return " ".join(["<or>", "a"] * words) + " <or> b"
+
+
+def test_or_is_linear_in_the_extra_spec() -> None:
+    """A flavor's extra spec is untrusted text: ``<or>`` over 8N words costs about 8 times N.
+
+    The old walk popped the words from the front of a list (quadratic: about 64 times); both
+    sizes are measured here, no fixed time bound.
+    """
+    n = 2_000
+    small, big = _or_spec(n), _or_spec(8 * n)
+    assert match("b", small) and match("b", big)
+    t_small = per_call(lambda: match("b", small))
+    t_big = per_call(lambda: match("b", big))
+    assert t_big / t_small < 24, f"N {t_small * 1e6:.1f} us, 8N {t_big * 1e6:.1f} us"
