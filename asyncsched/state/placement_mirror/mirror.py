@@ -89,6 +89,7 @@ class PlacementMirror:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._pending_sum: dict[str, dict[str, int]] | None = None  # pending_usage(), kept
         self._stats = _Stats()
         self._over: set[str] = set()  # uuids of providers over capacity now
         # the overcommit guard's fresh reads of one provider, on connections of their own
@@ -215,6 +216,7 @@ class PlacementMirror:
         self._snapshot_at = started
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
+        self._pending_sum = None
 
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
@@ -272,13 +274,22 @@ class PlacementMirror:
             self._clock(),
             {rp: dict(a.get("resources") or {}) for rp, a in allocs.items()},
         )
+        self._pending_sum = None
 
     def note_released(self, consumers: Iterable[str]) -> None:
         for c in consumers:
-            self._pending.pop(c, None)
+            if self._pending.pop(c, None) is not None:
+                self._pending_sum = None
 
-    def pending_usage(self) -> dict[str, dict[str, int]]:
-        """Amounts this process claimed that the current state does not show yet, by rp uuid."""
+    def pending_usage(self) -> Mapping[str, Mapping[str, int]]:
+        """Amounts this process claimed that the current state does not show yet, by rp uuid
+        (read-only: the same value until a claim, a release or a refresh changes it, so a
+        request between two of those costs nothing here)."""
+        if self._pending_sum is None:
+            self._pending_sum = self._pending_sums()
+        return self._pending_sum
+
+    def _pending_sums(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for p in self._pending.values():
             for rp, res in p.allocations.items():

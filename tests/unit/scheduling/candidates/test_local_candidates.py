@@ -335,3 +335,39 @@ def test_a_reused_answer_patched_with_pending_claims_equals_one_computed_anew() 
     assert isinstance(clean, Candidates) and isinstance(fresh, Candidates)
     assert list(clean.provider_summaries.items()) == list(fresh.provider_summaries.items())
     assert clean.allocation_requests == fresh.allocation_requests
+
+
+def test_pending_claims_dropping_the_same_roots_cost_no_pass_over_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests between two refreshes whose pending claims fill the same hosts get the same
+    allocation requests objects (the scheduler's host view is kept per object) without a
+    pass over every host; more pending claims on hosts still fitting only patch summaries;
+    a newly full host drops anew. Each answer equals the one computed anew."""
+    from asyncsched.scheduling.candidates import local
+
+    c = Cloud()
+    for i in range(50):
+        c.compute(f"h{i:02d}", vcpu=4)
+    state, req = c.state(), request({"VCPU": 2})
+    kept = LocalCandidates()
+    passes = []
+    real_drop = local._drop
+    monkeypatch.setattr(local, "_drop", lambda *a: passes.append(1) or real_drop(*a))
+
+    def check(pending: dict[str, dict[str, int]]) -> Candidates:
+        a = kept.compute(state, req, pending)
+        b = LocalCandidates(reuse_answers=False).compute(state, req, pending)
+        assert isinstance(a, Candidates) and isinstance(b, Candidates)
+        assert a.allocation_requests == b.allocation_requests
+        assert list(a.provider_summaries.items()) == list(b.provider_summaries.items())
+        return a
+
+    first = check({"h00": {"VCPU": 3}})
+    again = check({"h00": {"VCPU": 3}, "h01": {"VCPU": 1}})  # h01 still fits
+    assert again.alloc_reqs_by_rp_uuid is first.alloc_reqs_by_rp_uuid
+    assert again.allocation_requests is first.allocation_requests
+    assert len(passes) == 1
+    assert again.provider_summaries["h01"]["resources"]["VCPU"]["used"] == 1
+    full = check({"h00": {"VCPU": 3}, "h01": {"VCPU": 3}})  # h01 full now
+    assert "h01" not in full.alloc_reqs_by_rp_uuid and len(passes) == 2
