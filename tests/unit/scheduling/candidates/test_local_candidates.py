@@ -7,6 +7,7 @@ tests/integration/candidates/test_candidates_differential.py; here each rule is 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -351,9 +352,14 @@ def test_pending_claims_dropping_the_same_roots_cost_no_pass_over_the_answer(
         c.compute(f"h{i:02d}", vcpu=4)
     state, req = c.state(), request({"VCPU": 2})
     kept = LocalCandidates()
-    passes = []
+    passes: list[int] = []
     real_drop = local._drop
-    monkeypatch.setattr(local, "_drop", lambda *a: passes.append(1) or real_drop(*a))
+
+    def counted(*a: Any) -> Any:
+        passes.append(1)
+        return real_drop(*a)
+
+    monkeypatch.setattr(local, "_drop", counted)
 
     def check(pending: dict[str, dict[str, int]]) -> Candidates:
         a = kept.compute(state, req, pending)
