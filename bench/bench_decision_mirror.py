@@ -114,7 +114,8 @@ class Mirror:
 
     def refresh(self) -> None:
         """A new state with the pending claims in the providers' usage (new values for those
-        providers only, as the real refresh makes them)."""
+        providers only, named as moved, as the real refresh makes them)."""
+        moved = []
         for rp, mine in self.pending_usage().items():
             i = self.by_uuid[rp]
             p = self.providers[i]
@@ -122,8 +123,9 @@ class Mirror:
             for rc, n in mine.items():
                 used[rc] = used.get(rc, 0) + n
             self.providers[i] = replace(p, used=used)
+            moved.append(i)
         self.pending.clear()
-        self.state = MirrorState.build(dict(self.providers), TRAITS, CLASSES)
+        self.state = self.state.with_providers(dict(self.providers), moved)
 
 
 class AcceptAll:

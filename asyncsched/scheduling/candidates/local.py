@@ -211,7 +211,13 @@ class LocalCandidates:
             return None
         if (mask & ~old_mask).any():
             return None  # a root joined: its place in the answer's order needs a full build
-        changed = [i for i in np.flatnonzero(mask).tolist() if roots[i] is not old_roots[i]]
+        moved = state.moved_since(prior_state)
+        if moved is not None:  # the mirror says which roots may differ: only those looked at
+            row = cols.row
+            maybe = sorted(r for i in moved if (r := row.get(i)) is not None and mask[r])
+        else:
+            maybe = np.flatnonzero(mask).tolist()
+        changed = [i for i in maybe if roots[i] is not old_roots[i]]
         if any(roots[i].id != old_roots[i].id for i in changed):
             return None
         left = np.flatnonzero(old_mask & ~mask).tolist()

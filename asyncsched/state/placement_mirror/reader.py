@@ -265,7 +265,8 @@ async def read(
         and old.known_classes == known_classes
         and all(_same_shape(old.providers.get(i), providers[i]) for i in changed)
     ):
-        state = replace(old, providers=providers)  # same trees, uuids and sharing: no rebuild
+        # same trees, uuids and sharing: no rebuild, and readers redo only what moved
+        state = old.with_providers(providers, fresh | touched)
     else:
         state = MirrorState.build(providers, known_traits, known_classes)
     return RefreshResult(state, names, len(changed), len(removed), new, usage.moved)

@@ -249,8 +249,11 @@ def test_no_limit_every_matching_host_is_returned() -> None:
     assert len(hosts(LocalCandidates().compute(c.state(), req))) == 1500
 
 
-def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> None:
-    """A refresh changes a few providers; the patched columns must equal fresh ones."""
+@pytest.mark.parametrize("told", [False, True], ids=["found", "told_by_the_mirror"])
+def test_columns_followed_across_refreshes_answer_like_columns_built_anew(told: bool) -> None:
+    """A refresh changes a few providers; the patched columns must equal fresh ones, whether
+    the changed roots are found by a pass over them or named by the mirror's state
+    (``MirrorState.with_providers``, as the reader makes it)."""
     import random
 
     from tests.support.mirror_data import TRAITS
@@ -267,9 +270,12 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
         request({"VCPU": 1}, forbidden=["COMPUTE_STATUS_DISABLED"], member_of=[["A"]]),
         request({"DISK_GB": 50}, not_in=["B"]),
     ]
+    state = c.state()
     for _ in range(30):
+        moved = set()
         for _ in range(rng.randint(0, 6)):
             rp_id = rng.randint(1, 60)
+            moved.add(rp_id)
             p = c.providers[rp_id]
             what = rng.random()
             if what < 0.5:
@@ -286,7 +292,7 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
                 c.providers[rp_id] = replace(
                     p, inventories={**p.inventories, "DISK_GB": inv(rng.choice([10, 100]))}
                 )
-        state = c.state()
+        state = state.with_providers(dict(c.providers), moved) if told else c.state()
         for req in reqs:
             a, b = kept.compute(state, req), LocalCandidates().compute(state, req)
             assert isinstance(a, Candidates) and isinstance(b, Candidates)
