@@ -106,7 +106,7 @@ class Serve:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
-        self.listener.wait_for("READY", "1", 300.0)
+        self.listener.wait_for("READY", "1", 1200.0)
         return time.monotonic() - t0
 
     def rss_mb(self) -> float:
