@@ -111,6 +111,7 @@ class MirrorHealth(Snapshot):
     refresh_ms_p50: float | None
     refresh_ms_max: float
     last_changed_providers: int
+    last_allocation_rows_moved: int
     pending_claims: int
     last_error: str | None
     guard_usage_queries: int

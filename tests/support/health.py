@@ -168,6 +168,7 @@ def mirror(**over: Any) -> MirrorHealth:
             "refresh_ms_p50": None,
             "refresh_ms_max": 0.0,
             "last_changed_providers": 0,
+            "last_allocation_rows_moved": 0,
             "pending_claims": 0,
             "last_error": None,
             "guard_usage_queries": 0,

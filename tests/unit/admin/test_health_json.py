@@ -64,8 +64,8 @@ EXPECTED: dict[str, Any] = {
     "placement_mirror": keys(
         "database serving reason providers age_s interval_s max_age_s load_ms refreshes "
         "on_demand_refreshes refresh_failures refresh_ms_last refresh_ms_p50 refresh_ms_max "
-        "last_changed_providers pending_claims last_error guard_usage_queries "
-        "providers_over_capacity over_capacity_found"
+        "last_changed_providers last_allocation_rows_moved pending_claims last_error "
+        "guard_usage_queries providers_over_capacity over_capacity_found"
     ),
     "candidates": {
         **keys("source why_not_mirror"),
