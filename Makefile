@@ -33,7 +33,15 @@ keystone:
 # make test runs in phases, each announcing itself, quick ones first: lint, then the unit tests
 # (about a minute), then everything that talks to real peers (tests/ minus tests/unit).
 # pytest's exit 5 (no tests collected) is not a failure of a phase; every other is.
+# The integration phase runs on TEST_WORKERS pytest-xdist workers, a whole test file per worker
+# at a time (--dist loadfile: module fixtures such as the nova control plane stay on one worker),
+# in collection order, which tests/conftest.py makes longest first (nova's control plane, the
+# fuzzing, the chaos files). Most of the time is waiting on real peers (nova's services,
+# Placement, RabbitMQ), so two files overlap well on two cores.
+# TEST_WORKERS=0 runs it in this process, one test after another. Its ten slowest tests are
+# listed at the end (docs/benchmarks.md, "Test suite").
 PYTEST := $(VENV)/pytest -q -p no:cacheprovider
+TEST_WORKERS ?= 2
 PHASE = @echo; echo "=== make test: $(1) ($$(date -u +%H:%M:%S)) ==="
 test: bootstrap services keystone
 	$(call PHASE,1/3 lint: ruff and mypy)
@@ -42,7 +50,8 @@ test: bootstrap services keystone
 	$(call PHASE,2/3 unit tests: tests/unit)
 	$(PYTEST) -m "not chaos_big" tests/unit || [ $$? -eq 5 ]
 	$(call PHASE,3/3 integration: RabbitMQ / PostgreSQL / Placement / nova / Prometheus)
-	$(PYTEST) -m "not chaos_big" --ignore=tests/unit tests || [ $$? -eq 5 ]
+	$(PYTEST) -m "not chaos_big" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		--durations=10 --ignore=tests/unit tests || [ $$? -eq 5 ]
 
 unit: bootstrap
 	$(PYTEST) tests/unit

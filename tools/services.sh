@@ -39,6 +39,25 @@ fi
 if ! psql -h 127.0.0.1 -U root -d postgres -Atc 'select 1' >/dev/null 2>&1; then
     su postgres -c "psql -Atc \"CREATE ROLE root SUPERUSER LOGIN\"" >/dev/null 2>&1 || true
 fi
+# make test's integration phase runs two test files at once (pytest-xdist), each with stacks that
+# keep pools (nova's control plane, Placement, several asyncsched daemons): PostgreSQL's default
+# 100 connections can run out. Raised to 300 (max_connections needs a restart), only while no
+# other client is connected, so suites already running on a shared machine are not cut off.
+pg_q() { psql -h 127.0.0.1 -U root -d postgres -Atc "$1"; }
+if [ "$(pg_q 'SHOW max_connections')" -lt 300 ]; then
+    others=$(pg_q "SELECT count(*) FROM pg_stat_activity
+                   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+    if [ "$others" = 0 ]; then
+        echo "services: PostgreSQL max_connections = 300 (restarting it)"
+        pg_q 'ALTER SYSTEM SET max_connections = 300' >/dev/null
+        pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main restart
+        wait_port 5432 PostgreSQL
+        for _ in $(seq 1 30); do pg_q 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
+    else
+        echo "services: PostgreSQL keeps max_connections = $(pg_q 'SHOW max_connections'):" \
+            "$others other clients connected (make test TEST_WORKERS=0 if it runs out)" >&2
+    fi
+fi
 psql -h 127.0.0.1 -U root -d postgres -Atc 'select 1' >/dev/null
 
 # --- RabbitMQ -------------------------------------------------------------

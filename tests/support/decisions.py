@@ -83,11 +83,17 @@ class SchedulerFake:
 
 
 class RecordingScheduler(SchedulerFake):
-    """Picks host ``cn-<i>`` for instance i, alternates ``alt-*``; NoValidHost above 64 VCPU."""
+    """Picks host ``cn-<i>`` for instance i, alternates ``alt-*``; NoValidHost above 64 VCPU.
 
-    def __init__(self, delay: float = 0.0, name: str = "sched") -> None:
+    Each decision takes ``delay`` seconds and, with a ``gate``, waits until the test sets it
+    (calls held in flight for as long as the test needs, however slow the machine)."""
+
+    def __init__(
+        self, delay: float = 0.0, name: str = "sched", gate: asyncio.Event | None = None
+    ) -> None:
         super().__init__()
         self.delay = delay
+        self.gate = gate
         self.name = name
         self.per_instance: Counter[str] = Counter()
         self.running = 0
@@ -102,6 +108,8 @@ class RecordingScheduler(SchedulerFake):
         try:
             if self.delay:
                 await asyncio.sleep(self.delay)
+            if self.gate is not None:
+                await self.gate.wait()
         finally:
             self.running -= 1
         if spec.flavor.vcpus > 64:

@@ -340,9 +340,11 @@ async def test_fanout_casts_reach_two_processes_and_calls_are_shared(
 async def test_connection_drop_mid_stream_loses_nothing(
     amqp_url: str, client: OsloSchedulerClient, pool: ThreadPoolExecutor
 ) -> None:
-    # Long enough to outlast close_connections: its three rabbitmqctl runs took ~3 s on a
-    # loaded 2-core machine, and calls answered before the drop are not redelivered.
-    scheduler = RecordingScheduler(delay=8.0)
+    # Every call is held until the connection is gone (calls answered before the drop are not
+    # redelivered): close_connections' three rabbitmqctl runs took ~3 s at load 2 and over 8 s
+    # at load 25, so a fixed delay was a race with the machine's load.
+    dropped = asyncio.Event()
+    scheduler = RecordingScheduler(gate=dropped)
     server = RPCServer(make_config(amqp_url), scheduler, RecordingEvents())
     uuids = [str(uuid.uuid4()) for _ in range(12)]
     async with server:
@@ -352,12 +354,16 @@ async def test_connection_drop_mid_stream_loses_nothing(
             )
             for u in uuids
         ]
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while sum(scheduler.per_instance.values()) < len(uuids):  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         # Every call is in flight (unacked): kill our connection from the broker side.
         closed = await asyncio.to_thread(close_connections, server.connection_name)
         assert closed == 1
+        async with asyncio.timeout(60):  # answered once the server is back on the broker
+            while not server.stats["reconnects"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        dropped.set()
         results = await asyncio.gather(*calls)
         assert server.stats["reconnects"] >= 1
         assert server.stats["duplicates"] >= 1, dict(server.stats)  # RabbitMQ redelivered
