@@ -50,7 +50,7 @@ from asyncsched.notifications import build_notifier
 from asyncsched.placement.client import PlacementClient
 from asyncsched.rpc.server import RPCServer
 from asyncsched.scheduling.candidates import CandidateSource
-from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Component, Service, health_snapshot
 from asyncsched.state.cache import HostStateCache
@@ -247,8 +247,11 @@ def build_daemon(
             n.rsplit(".", 1)[-1] == "ComputeFilter" for n in config.filter_scheduler.enabled_filters
         ),
     )
-    if mirror is not None and placement.guard is not None:  # claims confirmed from its DB
-        placement.guard.usages = DatabaseUsage(mirror.usage, placement)
+    pdb_url = config.placement_database.connection
+    if mirror is not None and pdb_url and placement.guard is not None:  # confirmed from its DB
+        # with the write order there, which lets racing guards agree on who backs out
+        ranks = HoldingsReader(pdb_url, timeout=config.asyncsched.db_query_timeout)
+        placement.guard.usages = DatabaseUsage(mirror.usage, placement, ranks)
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
     manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)

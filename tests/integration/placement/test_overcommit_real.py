@@ -20,7 +20,7 @@ import pytest_asyncio
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.usage import ProviderUsage
-from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 from tests.support.placement_server import PG_HOST, PG_USER, PlacementServer
 
@@ -42,7 +42,7 @@ def busy_placement() -> Iterator[PlacementServer]:
 async def schedulers(
     busy_placement: PlacementServer, request: pytest.FixtureRequest
 ) -> AsyncIterator[list[PlacementClient]]:
-    guard: str = request.param  # "off", "api" or "db"
+    guard: str = request.param  # "off", "api", "db" or "ranked" (db with the write order)
     clients = [
         PlacementClient(busy_placement.options, claim_backoff=0.05, overcommit_guard=guard != "off")
         for _ in range(RACERS)
@@ -51,9 +51,12 @@ async def schedulers(
     for c in clients:
         if c.guard is not None:
             c.guard.backoff = 0.3  # a shorter race window keeps the test short
-            if guard == "db":
+            if guard in ("db", "ranked"):
                 readers.append(reader_for(busy_placement))
-                c.guard.usages = DatabaseUsage(readers[-1], c)
+                ranks = (
+                    HoldingsReader(dsn(busy_placement), timeout=5.0) if guard == "ranked" else None
+                )
+                c.guard.usages = DatabaseUsage(readers[-1], c, ranks)
     await asyncio.gather(*(c.start() for c in clients))
     try:
         yield clients
@@ -61,8 +64,12 @@ async def schedulers(
         await asyncio.gather(*(c.close() for c in clients), *(r.close() for r in readers))
 
 
+def dsn(server: PlacementServer) -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}"
+
+
 def reader_for(server: PlacementServer) -> ProviderUsageReader:
-    return ProviderUsageReader(f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}", timeout=5.0)
+    return ProviderUsageReader(dsn(server), timeout=5.0)
 
 
 async def race_rounds(
@@ -133,6 +140,62 @@ async def test_with_the_guard_no_round_ends_over_capacity(
     assert raced > 0 and backed_out > 0, (raced, backed_out)
     # usually one of the racers keeps the slot; both backing out loses it, never overfills it
     assert kept >= ROUNDS // 2, f"the free slot was kept in only {kept} of {ROUNDS} rounds"
+
+
+@pytest.mark.parametrize("schedulers", ["ranked"], indirect=True, ids=["guard-ranked"])
+async def test_ranked_racers_for_one_slot_end_with_exactly_one_placed(
+    busy_placement: PlacementServer, schedulers: list[PlacementClient]
+) -> None:
+    """With the write order read from Placement's database the racers agree on who backs out:
+    every round ends with the slot taken by exactly one of them (unranked, two racers looking
+    again within one removal of each other both back out and the slot is lost)."""
+    for c in schedulers:
+        assert c.guard is not None
+        c.guard.backoff = 0.05  # a narrow window: the unranked guard loses slots in it
+    over, kept = await race_rounds(busy_placement, schedulers, ROUNDS, stop_on_over=False)
+    raced = sum(c.health()["overcommit_guard"]["raced"] for c in schedulers)
+    assert raced > 0, "Placement never overcommitted: this test shows nothing"
+    assert (over, kept) == (0, ROUNDS)
+
+
+async def test_holdings_are_placements_usage_in_write_order(
+    busy_placement: PlacementServer,
+) -> None:
+    """The ranked read gives the API's usage and the consumers in the order their claims were
+    written (a consumer's claim written again moves it last); an unknown provider is None."""
+    ranks = HoldingsReader(dsn(busy_placement), timeout=5.0)
+    async with PlacementClient(busy_placement.options) as client:
+        try:
+            async with busy_placement.seeder() as s:
+                rp = await s.compute_node(f"order-{uuidlib.uuid4().hex[:8]}", vcpus=8)
+            consumers = [str(uuidlib.uuid4()) for _ in range(3)]
+            for i, u in enumerate(consumers):
+                ar = {"allocations": {rp: {"resources": {"VCPU": 1 + i, "MEMORY_MB": 64}}}}
+                assert await client.claim(u, ar, project_id="p", user_id="u")
+            got = await ranks.read(rp)
+            assert got is not None
+            assert got.usage == await client.provider_usage(rp)
+            assert [c for c, _ in got.consumers] == consumers
+            assert got.consumers[2][1] == {"VCPU": 3, "MEMORY_MB": 64}
+            async with busy_placement.seeder() as s:  # the first consumer's claim written again
+                status, _ = await s.call(
+                    "PUT",
+                    f"/allocations/{consumers[0]}",
+                    {
+                        "allocations": {rp: {"resources": {"VCPU": 2}}},
+                        "project_id": "p",
+                        "user_id": "u",
+                        "consumer_generation": 1,
+                    },
+                    version="1.28",
+                )
+                assert status == 204
+            again = await ranks.read(rp)
+            assert again is not None
+            assert [c for c, _ in again.consumers] == [*consumers[1:], consumers[0]]
+            assert await ranks.read(str(uuidlib.uuid4())) is None
+        finally:
+            await ranks.close()
 
 
 async def test_database_usage_is_what_placements_api_says(busy_placement: PlacementServer) -> None:
