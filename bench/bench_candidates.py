@@ -277,6 +277,57 @@ async def claim_rate(
     return n / took, p50(lat) * 1000
 
 
+async def prepare_cloud(
+    server: PlacementServer, db: NovaDB, hosts: list[SeededProvider], pdsn: str
+) -> None:
+    """The providers COPYed into Placement's database (read back through its API) and the same
+    hosts in a one-cell nova database."""
+    async with server.seeder() as s:
+        await s.call("GET", "/traits")  # Placement syncs its standard traits
+        t0 = time.perf_counter()
+        await seed(pdsn, hosts)
+        took = time.perf_counter() - t0
+        checked = await verify_readback(s, hosts, 200)
+        _, rps = await s.call("GET", "/resource_providers?resources=VCPU:1")
+        assert len(rps["resource_providers"]) == len(hosts)
+    print(
+        f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
+        f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
+        "unchanged"
+    )
+    await db.create(n_cells=1)
+    await db.add_hosts_bulk(
+        db.cells[0],
+        [
+            NodeSpec(
+                host=h.name, uuid=h.uuid, vcpus=h.vcpus, memory_mb=h.memory_mb, local_gb=h.disk_gb
+            )
+            for h in hosts
+        ],
+    )
+
+
+def daemon_texts(server: PlacementServer, db: NovaDB, amqp: str, pdsn: str) -> tuple[str, str]:
+    """The daemon's configuration file: (mirror off, mirror on), ``[asyncsched]`` last."""
+    config = daemon_config(
+        transport_url=amqp,
+        api_url=db.api_url,
+        placement=server.options,
+        scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
+        refresh_interval=2.0,  # the health file is written on each host-state refresh
+        full_resync_interval=3600.0,
+        drain_timeout=30.0,
+    )
+    base = config_file_text(config)
+    base = base.replace(f"timeout = {server.options.timeout}", "timeout = 600")
+    with_mirror = (
+        base
+        + "placement_mirror_interval = 0.5\n"
+        + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
+    )
+    return base, with_mirror
+
+
 async def e2e(args: argparse.Namespace) -> None:
     with broker.throwaway_vhost("asyncsched-bench") as vhost:
         await e2e_in(args, broker.amqp_url(vhost))
@@ -291,52 +342,8 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
         hosts = plan(args.providers)
 
-        async def prepare() -> None:
-            async with server.seeder() as s:
-                await s.call("GET", "/traits")  # Placement syncs its standard traits
-                t0 = time.perf_counter()
-                await seed(pdsn, hosts)
-                took = time.perf_counter() - t0
-                checked = await verify_readback(s, hosts, 200)
-                _, rps = await s.call("GET", "/resource_providers?resources=VCPU:1")
-                assert len(rps["resource_providers"]) == len(hosts)
-            print(
-                f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
-                f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
-                "unchanged"
-            )
-            await db.create(n_cells=1)
-            await db.add_hosts_bulk(
-                db.cells[0],
-                [
-                    NodeSpec(
-                        host=h.name,
-                        uuid=h.uuid,
-                        vcpus=h.vcpus,
-                        memory_mb=h.memory_mb,
-                        local_gb=h.disk_gb,
-                    )
-                    for h in hosts
-                ],
-            )
-
-        await prepare()
-        config = daemon_config(
-            transport_url=amqp,
-            api_url=db.api_url,
-            placement=server.options,
-            scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
-            refresh_interval=2.0,  # the health file is written on each host-state refresh
-            full_resync_interval=3600.0,
-            drain_timeout=30.0,
-        )
-        base = config_file_text(config)
-        base = base.replace(f"timeout = {server.options.timeout}", "timeout = 600")
-        with_mirror = (
-            base
-            + "placement_mirror_interval = 0.5\n"
-            + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
-        )
+        await prepare_cloud(server, db, hosts, pdsn)
+        base, with_mirror = daemon_texts(server, db, amqp, pdsn)
         beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
         try:
             results = []
