@@ -48,6 +48,7 @@ from bench.bench_candidates import (
     pct,
     prepare_cloud,
 )
+from bench.cpu_share import CpuMeter, Pids, me, pg_backends_of, tree
 from bench.placement_seed import SeededProvider, plan
 from tests.support import broker
 from tests.support.nova_db import NovaDB
@@ -145,8 +146,28 @@ async def empty_tight(server: PlacementServer, consumers: list[str]) -> None:
             assert status in (204, 404), status
 
 
+def meter(placement: Pids, daemons: Pids | None = None) -> CpuMeter:
+    """CPU of each party: Placement's workers and their PostgreSQL backends, the daemons and
+    theirs (mirror, guard, host state), and this process (the oslo.messaging callers, or the
+    client of Placement's floor)."""
+    parties: dict[str, Pids] = {
+        "placement": placement,
+        "placement_pg": lambda: pg_backends_of(placement()),
+        "bench_callers": me,
+    }
+    if daemons is not None:
+        parties["daemons"] = daemons
+        parties["daemons_pg"] = lambda: pg_backends_of(daemons())
+    return CpuMeter(parties)
+
+
 def run_tier(
-    n: int, text: str, tmp: Path, reset: Callable[[], int], args: argparse.Namespace
+    n: int,
+    text: str,
+    tmp: Path,
+    reset: Callable[[], int],
+    placement: Pids,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     daemons = []
     for i in range(n):
@@ -162,7 +183,10 @@ def run_tier(
         out["ready_s"] = max(d.start() for d in daemons)  # one after the other
         for _ in range(3 * n):
             boots.try_boot(args.flavor)  # warm: connections, first queries, each daemon
+        cpu = meter(placement, lambda: [d.proc.pid for d in daemons if d.proc is not None])
+        cpu.start()
         out["throughput"] = concurrently(boots, args.boots, args.callers, args.flavor)
+        out["cpu_ms_per_boot"] = {k: v * 1000 / args.boots for k, v in cpu.stop().items()}
         out["tight_taken_by_throughput"] = reset()  # the tight hosts start empty
         time.sleep(2.5)  # a host-state refresh writes the health files; the mirrors see it
         before = guard_stats(daemons)
@@ -190,6 +214,11 @@ async def main_in(args: argparse.Namespace) -> None:
         _, with_mirror = daemon_texts(server, db, args.amqp, pdsn)
         text = with_mirror + "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.option)
         loop = asyncio.get_running_loop()
+        gunicorn = getattr(server, "_proc", None)
+        assert gunicorn is not None
+
+        def placement() -> list[int]:
+            return tree(gunicorn.pid)
 
         def reset() -> int:
             held, _ = asyncio.run_coroutine_threadsafe(tight_state(pdsn, tight), loop).result()
@@ -200,7 +229,7 @@ async def main_in(args: argparse.Namespace) -> None:
         rows = []
         try:
             for n in args.daemons:
-                row = await asyncio.to_thread(run_tier, n, text, tmp, reset, args)
+                row = await asyncio.to_thread(run_tier, n, text, tmp, reset, placement, args)
                 held, over = await tight_state(pdsn, tight)
                 refused = args.tight - row["tight"]["outcomes"].get("ok", 0)
                 row["tight_held"], row["tight_over"] = len(set(held)), over
@@ -210,11 +239,17 @@ async def main_in(args: argparse.Namespace) -> None:
                 await empty_tight(server, sorted(set(held)))
         finally:
             beat.cancel()
+        cpu = meter(placement)
+        cpu.start()
         put = await claim_rate(server, hosts, args.claims, args.callers, projects=args.projects)
+        floor_cpu = {k: v * 1000 / args.claims for k, v in cpu.stop().items()}
         shared = await claim_rate(
             server, hosts, args.claims, args.callers, batch=32, projects=args.projects
         )
-        report(rows, put, shared, args)
+        print(
+            f"  floor: {json.dumps({'put': put, 'shared': shared, 'cpu_ms_per_claim': floor_cpu})}"
+        )
+        report(rows, put, shared, floor_cpu, args)
     finally:
         await asyncio.to_thread(server.stop)
         await db.drop()
@@ -224,6 +259,7 @@ def report(
     rows: list[dict[str, Any]],
     put: tuple[float, float],
     shared: tuple[float, float],
+    floor_cpu: dict[str, float],
     args: argparse.Namespace,
 ) -> None:
     print(
@@ -247,6 +283,21 @@ def report(
             f"{t['p50_ms']:>7.0f} {t['p90_ms']:>7.0f} | {'':>9}{placed:>6} "
             f"{args.tight - placed:>7} {g['raced']:>5} {g['backed_out']:>10} "
             f"{r['lost_slots']:>10} {r['tight_over']:>4}"
+        )
+    parties = ["placement", "placement_pg", "daemons", "daemons_pg", "bench_callers"]
+    print(
+        f"  CPU ms per boot (per claim for the floor): {'':>4}"
+        + "".join(f"{p:>14}" for p in parties)
+    )
+    print(
+        f"  {'Placement alone (PUT floor)':>46}"
+        + "".join(f"{floor_cpu.get(p, 0.0):>14.2f}" for p in parties)
+    )
+    for r in rows:
+        c = r["cpu_ms_per_boot"]
+        print(
+            f"  {str(r['daemons']) + ' daemon(s), 20-caller boots':>46}"
+            + "".join(f"{c.get(p, 0.0):>14.2f}" for p in parties)
         )
     print(f"  load average at the end: {os.getloadavg()}")
 
