@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--claims", type=int, default=300, help="claims of Placement's floor")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
-    args.daemons = [int(x) for x in args.daemons.split(",")]
+    args.daemons = [int(x) for x in args.daemons.split(",") if x]  # none: the floor alone
     args.flavor = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40}
     with broker.throwaway_vhost("asyncsched-tier") as vhost:
         args.amqp = broker.amqp_url(vhost)
