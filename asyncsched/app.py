@@ -52,7 +52,7 @@ from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.health import PlacementHealth
 from asyncsched.rpc.server import RPCHealth, RPCServer
 from asyncsched.scheduling.candidates import CandidateSource
-from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.interfaces import Strategy
 from asyncsched.scheduling.manager import SchedulerManager
@@ -267,8 +267,11 @@ def build_daemon(
             n.rsplit(".", 1)[-1] == "ComputeFilter" for n in config.filter_scheduler.enabled_filters
         ),
     )
-    if mirror is not None and placement.guard is not None:  # claims confirmed from its DB
-        placement.guard.usages = DatabaseUsage(mirror.usage, placement)
+    pdb_url = config.placement_database.connection
+    if mirror is not None and pdb_url and placement.guard is not None:  # confirmed from its DB
+        # with the write order there, which lets racing guards agree on who backs out
+        ranks = HoldingsReader(pdb_url, timeout=config.asyncsched.db_query_timeout)
+        placement.guard.usages = DatabaseUsage(mirror.usage, placement, ranks)
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
     driver = ChanceScheduler if config.asyncsched.driver == "chance" else SchedulerManager

@@ -327,6 +327,96 @@ async def claim_rate(
     return n / took, p50(lat) * 1000
 
 
+async def prepare_cloud(
+    server: PlacementServer,
+    db: NovaDB,
+    hosts: list[SeededProvider],
+    pdsn: str,
+    *,
+    cells: int = 1,
+    instances_per_host: int = 0,
+) -> None:
+    """The providers COPYed into Placement's database (read back through its API), the same
+    hosts spread over ``cells`` nova cell databases, and ``instances_per_host`` instances a
+    host with their allocations in Placement (read back through its API)."""
+    async with server.seeder() as s:
+        await s.call("GET", "/traits")  # Placement syncs its standard traits
+        t0 = time.perf_counter()
+        await seed(pdsn, hosts)
+        took = time.perf_counter() - t0
+        checked = await verify_readback(s, hosts, 200)
+        _, rps = await s.call("GET", "/resource_providers?resources=VCPU:1")
+        assert len(rps["resource_providers"]) == len(hosts)
+    print(
+        f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
+        f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
+        "unchanged"
+    )
+    await db.create(n_cells=cells)
+    k = instances_per_host
+    consumers: list[tuple[str, str]] = []
+    t0 = time.perf_counter()
+    for ci, cell in enumerate(db.cells):
+        mine = hosts[ci :: len(db.cells)]
+        await db.add_hosts_bulk(
+            cell,
+            [
+                NodeSpec(
+                    host=h.name,
+                    uuid=h.uuid,
+                    vcpus=h.vcpus,
+                    vcpus_used=k * INSTANCE["VCPU"],
+                    memory_mb=h.memory_mb,
+                    memory_mb_used=512 + k * INSTANCE["MEMORY_MB"],
+                    local_gb=h.disk_gb,
+                    local_gb_used=k * INSTANCE["DISK_GB"],
+                    running_vms=k,
+                )
+                for h in mine
+            ],
+        )
+        if k:
+            await db.add_instances_bulk(cell, [(h.name, h.name) for h in mine for _ in range(k)])
+            by_name = {h.name: h.uuid for h in mine}
+            rows = await db.cell_fetch(cell, "SELECT uuid, host FROM instances")
+            consumers += [(r["uuid"], by_name[r["host"]]) for r in rows]
+    if consumers:
+        n_rows = await seed_allocations(pdsn, consumers)
+        async with server.seeder() as s:
+            checked = await verify_allocations(s, consumers)
+        print(
+            f"seeded {len(consumers)} instances ({k} a host) in {len(db.cells)} cells and "
+            f"{n_rows} allocation rows in Placement in {time.perf_counter() - t0:.1f} s; "
+            f"Placement's API reads {checked} sampled consumers and their providers' "
+            "usages back as written"
+        )
+
+
+def daemon_texts(
+    server: PlacementServer, db: NovaDB, amqp: str, pdsn: str, *, admin_port: int | None = None
+) -> tuple[str, str]:
+    """The daemon's configuration file: (mirror off, mirror on), ``[asyncsched]`` last."""
+    config = daemon_config(
+        transport_url=amqp,
+        api_url=db.api_url,
+        placement=server.options,
+        scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
+        refresh_interval=2.0,  # the health file is written on each host-state refresh
+        full_resync_interval=3600.0,
+        drain_timeout=30.0,
+    )
+    base = config_file_text(config)
+    if admin_port is not None:
+        base += f"admin_listen = 127.0.0.1:{admin_port}\n"
+    base = base.replace(f"timeout = {server.options.timeout}", "timeout = 600")
+    with_mirror = (
+        base
+        + "placement_mirror_interval = 0.5\n"
+        + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
+    )
+    return base, with_mirror
+
+
 async def e2e(args: argparse.Namespace) -> None:
     with broker.throwaway_vhost("asyncsched-bench") as vhost:
         await e2e_in(args, broker.amqp_url(vhost))
@@ -341,78 +431,10 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
         hosts = plan(args.providers)
 
-        async def prepare() -> None:
-            async with server.seeder() as s:
-                await s.call("GET", "/traits")  # Placement syncs its standard traits
-                t0 = time.perf_counter()
-                await seed(pdsn, hosts)
-                took = time.perf_counter() - t0
-                checked = await verify_readback(s, hosts, 200)
-                _, rps = await s.call("GET", "/resource_providers?resources=VCPU:1")
-                assert len(rps["resource_providers"]) == len(hosts)
-            print(
-                f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
-                f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
-                "unchanged"
-            )
-            await db.create(n_cells=args.cells)
-            k = args.instances_per_host
-            consumers: list[tuple[str, str]] = []
-            t0 = time.perf_counter()
-            for ci, cell in enumerate(db.cells):
-                mine = hosts[ci :: len(db.cells)]
-                await db.add_hosts_bulk(
-                    cell,
-                    [
-                        NodeSpec(
-                            host=h.name,
-                            uuid=h.uuid,
-                            vcpus=h.vcpus,
-                            vcpus_used=k * INSTANCE["VCPU"],
-                            memory_mb=h.memory_mb,
-                            memory_mb_used=512 + k * INSTANCE["MEMORY_MB"],
-                            local_gb=h.disk_gb,
-                            local_gb_used=k * INSTANCE["DISK_GB"],
-                            running_vms=k,
-                        )
-                        for h in mine
-                    ],
-                )
-                if k:
-                    await db.add_instances_bulk(
-                        cell, [(h.name, h.name) for h in mine for _ in range(k)]
-                    )
-                    by_name = {h.name: h.uuid for h in mine}
-                    rows = await db.cell_fetch(cell, "SELECT uuid, host FROM instances")
-                    consumers += [(r["uuid"], by_name[r["host"]]) for r in rows]
-            if consumers:
-                n_rows = await seed_allocations(pdsn, consumers)
-                async with server.seeder() as s:
-                    checked = await verify_allocations(s, consumers)
-                print(
-                    f"seeded {len(consumers)} instances ({k} a host) in {len(db.cells)} cells and "
-                    f"{n_rows} allocation rows in Placement in {time.perf_counter() - t0:.1f} s; "
-                    f"Placement's API reads {checked} sampled consumers and their providers' "
-                    "usages back as written"
-                )
-
-        await prepare()
-        config = daemon_config(
-            transport_url=amqp,
-            api_url=db.api_url,
-            placement=server.options,
-            scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
-            refresh_interval=2.0,  # the health file is written on each host-state refresh
-            full_resync_interval=3600.0,
-            drain_timeout=30.0,
+        await prepare_cloud(
+            server, db, hosts, pdsn, cells=args.cells, instances_per_host=args.instances_per_host
         )
-        base = config_file_text(config) + f"admin_listen = 127.0.0.1:{args.admin_port}\n"
-        base = base.replace(f"timeout = {server.options.timeout}", "timeout = 600")
-        with_mirror = (
-            base
-            + "placement_mirror_interval = 0.5\n"
-            + f"[placement_database]\nconnection = {pdsn}\n[asyncsched]\n"
-        )
+        base, with_mirror = daemon_texts(server, db, amqp, pdsn, admin_port=args.admin_port)
         beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
         try:
             results = []

@@ -232,6 +232,8 @@ class PlacementClient(StartClose):
     async def close(self) -> None:
         if self._coalescer is not None:
             await self._coalescer.close()
+        if self.guard is not None and self.guard.usages is not self:  # its own source's
+            await self.guard.close()
         if self._session is not None and self._own_session:
             await self._session.close()
         self._session = None if self._own_session else self._session

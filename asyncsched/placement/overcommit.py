@@ -6,12 +6,25 @@ asyncsched process claims one at a time per provider (``PlacementClient``); acro
 (several schedulers, or nova-scheduler beside us) nothing prevents it, nova included.
 
 So after each new claim the guard reads the usage of the providers it touched. When one is
-over capacity in a resource class the claim uses, every claim in the race sees that. Each
-waits a random time in ``[0, backoff)`` and looks again: the first to look again backs its
-claim out (the scheduler decides that instance again elsewhere); the later ones see the
-provider fit again and keep theirs. Two claims that look again within one round trip of each
-other both back out: capacity is lost for that one instance, never exceeded. A provider over
-capacity in classes our claim does not use is not ours to fix: it is logged and counted.
+over capacity in a resource class the claim uses, every claim in the race sees that.
+
+*Ranked* (the usage comes from Placement's database, which shows the order Placement wrote the
+allocations in): each racer reads the over provider's holdings and the newest claims that make
+up the excess back out at once; every racer reading the same rows names the same ones, so the
+older claims keep the slots that fit. A racer that is not among them looks again every
+``backoff`` (up to ``RANKED_LOOKS`` times): once the provider fits (the newer ones backed out)
+it keeps its claim; if it is still over at the last look (a newer claim stayed: a scheduler
+without the guard, or rows that moved between the reads) it backs out, so capacity is never
+exceeded by us.
+
+*Unranked* (Placement's API, or the ranked read failed): each racer waits a random time in
+``[0, backoff)`` and looks again: the first to look again backs its claim out; the later ones
+see the provider fit again and keep theirs. Two claims that look again within one round trip
+of each other both back out: capacity is lost for that one instance (a *lost slot*), never
+exceeded.
+
+A provider over capacity in classes our claim does not use is not ours to fix: it is logged
+and counted. Placement stays the judge of every claim: the guard only ever removes its own.
 """
 
 from __future__ import annotations
@@ -25,13 +38,16 @@ from typing import Any
 
 from asyncsched.exceptions import AllocationDeleteFailed, PlacementError
 from asyncsched.placement.health import GuardHealth
-from asyncsched.placement.usage import ProviderUsage, UsageSource
+from asyncsched.placement.usage import ProviderUsage, RankedUsageSource, UsageSource
 
 LOG = logging.getLogger(__name__)
 
 #: seconds: the window in which claims of one race look again. Wider = fewer races where
 #: both back out, longer wait for a claim that raced (only those wait).
 DEFAULT_BACKOFF = 0.5
+#: looks, ``backoff`` apart, an older ranked claim takes for the newer ones to back out before
+#: it concludes that they stay (then it backs out itself)
+RANKED_LOOKS = 3
 
 
 @dataclass(slots=True)
@@ -72,16 +88,26 @@ class OvercommitGuard:
             self.stats.confirmed += 1
             return True
         self.stats.raced += 1
-        await asyncio.sleep(self._rng.uniform(0, self.backoff))
-        over = await self._over(consumer_uuid, mine)
-        if not over:
-            self.stats.kept_after_race += 1
-            self.stats.confirmed += 1
-            LOG.info(
-                "overcommit guard: providers of %s fit again after the race; claim kept",
-                consumer_uuid,
-            )
-            return True
+        newest = await self._ranked(consumer_uuid, mine, over)
+        if newest:  # ranked: ours is among the newest claims beyond capacity
+            return await self._back_out(consumer_uuid, over)
+        # ranked and older: the newer ones back out now, each a DELETE on Placement, which may
+        # take more than one pause under load; unranked: one random pause
+        looks = RANKED_LOOKS if newest is False else 1
+        for _ in range(looks):
+            await asyncio.sleep(self.backoff if looks > 1 else self._rng.uniform(0, self.backoff))
+            over = await self._over(consumer_uuid, mine)
+            if not over:
+                self.stats.kept_after_race += 1
+                self.stats.confirmed += 1
+                LOG.info(
+                    "overcommit guard: providers of %s fit again after the race; claim kept",
+                    consumer_uuid,
+                )
+                return True
+        return await self._back_out(consumer_uuid, over)
+
+    async def _back_out(self, consumer_uuid: str, over: Mapping[str, Mapping[str, int]]) -> bool:
         LOG.warning(
             "overcommit guard: %s over capacity after the claim of %s (a concurrent claim "
             "elsewhere); backing it out to decide the instance again",
@@ -94,6 +120,34 @@ class OvercommitGuard:
         except (AllocationDeleteFailed, PlacementError) as exc:  # kept for retry by remove
             LOG.error("overcommit guard: backing out %s failed: %s", consumer_uuid, exc)
         return False
+
+    async def _ranked(
+        self,
+        consumer_uuid: str,
+        mine: Mapping[str, Mapping[str, int]],
+        over: Mapping[str, Mapping[str, int]],
+    ) -> bool | None:
+        """Is our claim among the newest beyond capacity on an over provider? None: the
+        source cannot rank (no write order, or the read failed)."""
+        usages = self.usages
+        if not isinstance(usages, RankedUsageSource):
+            return None
+        rps = list(over)
+        got = await asyncio.gather(
+            *(usages.provider_holdings(rp) for rp in rps), return_exceptions=True
+        )
+        newest = False
+        for rp, holdings in zip(rps, got, strict=True):
+            if isinstance(holdings, BaseException):
+                if not isinstance(holdings, Exception):
+                    raise holdings
+                LOG.info("overcommit guard: holdings of %s unreadable (%s)", rp, holdings)
+                return None
+            if holdings is None:
+                return None
+            classes = [rc for rc, n in mine[rp].items() if n]
+            newest = newest or consumer_uuid in holdings.newest_beyond(classes)
+        return newest
 
     async def _over(
         self, consumer_uuid: str, mine: Mapping[str, Mapping[str, int]]
@@ -129,6 +183,12 @@ class OvercommitGuard:
             if ours:
                 out[rp] = ours
         return out
+
+    async def close(self) -> None:
+        """Close the usage source's own connections, if it has any."""
+        close = getattr(self.usages, "close", None)
+        if close is not None:
+            await close()
 
     def health(self) -> GuardHealth:
         s = self.stats

@@ -1,16 +1,19 @@
 """A resource provider's capacity and usage, and where the overcommit guard reads them.
 
 ``UsageSource`` is one coroutine so that any reader of Placement can serve it: the Placement
-client (``GET .../inventories`` + ``GET .../usages``) today, the Placement mirror later. A
-source must show every write Placement accepted before the call (the guard asks right after
-its own claim), so a cached source has to read afresh for it.
+client (``GET .../inventories`` + ``GET .../usages``), or Placement's database when the mirror
+names it (``scheduling/candidates/guard_usage.py``). A source must show every write Placement
+accepted before the call (the guard asks right after its own claim), so a cached source has to
+read afresh for it. A source that can also say in which order the claims on a provider were
+written (``RankedUsageSource``: Placement's database can, its API cannot) lets racing guards
+agree on which claims back out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from asyncsched.common.capacity import capacity as placement_capacity
 
@@ -53,3 +56,38 @@ class UsageSource(Protocol):
     """Fresh capacity and usage of one provider; raises PlacementError when it cannot say."""
 
     async def provider_usage(self, provider_uuid: str) -> ProviderUsage: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """One provider read in one query: its usage and the consumers holding it, in the order
+    Placement wrote their allocations (oldest first; ``used`` is their sum)."""
+
+    usage: ProviderUsage
+    consumers: tuple[tuple[str, Mapping[str, int]], ...]
+
+    def newest_beyond(self, classes: Iterable[str]) -> set[str]:
+        """The consumers whose claims, newest first, make up the excess over capacity in
+        ``classes``: the ones that back out so that the older ones fit. Every guard that reads
+        the same rows names the same consumers."""
+        wanted = frozenset(classes)
+        out: set[str] = set()
+        for rc, excess in self.usage.over().items():
+            if rc not in wanted:
+                continue
+            left = excess
+            for consumer, used in reversed(self.consumers):
+                if left <= 0:
+                    break
+                if used.get(rc, 0) > 0:
+                    out.add(consumer)
+                    left -= used[rc]
+        return out
+
+
+@runtime_checkable
+class RankedUsageSource(UsageSource, Protocol):
+    """A UsageSource that can also read a provider's holdings in write order; None when it
+    cannot now (the guard then resolves the race as an unranked source's)."""
+
+    async def provider_holdings(self, provider_uuid: str) -> Holdings | None: ...

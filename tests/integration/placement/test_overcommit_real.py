@@ -11,6 +11,7 @@ or (with the Placement mirror configured) straight from Placement's database.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid as uuidlib
 from collections.abc import AsyncIterator, Iterator
 
@@ -19,8 +20,9 @@ import pytest_asyncio
 
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.overcommit import OvercommitGuard
 from asyncsched.placement.usage import ProviderUsage
-from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 from tests.support.placement_server import PG_HOST, PG_USER, PlacementServer
 
@@ -51,9 +53,12 @@ async def schedulers(
     for c in clients:
         if c.guard is not None:
             c.guard.backoff = 0.3  # a shorter race window keeps the test short
-            if guard == "db":
+            if guard in ("db", "ranked"):
                 readers.append(reader_for(busy_placement))
-                c.guard.usages = DatabaseUsage(readers[-1], c)
+                ranks = (
+                    HoldingsReader(dsn(busy_placement), timeout=5.0) if guard == "ranked" else None
+                )
+                c.guard.usages = DatabaseUsage(readers[-1], c, ranks)
     await asyncio.gather(*(c.start() for c in clients))
     try:
         yield clients
@@ -61,8 +66,12 @@ async def schedulers(
         await asyncio.gather(*(c.close() for c in clients), *(r.close() for r in readers))
 
 
+def dsn(server: PlacementServer) -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}"
+
+
 def reader_for(server: PlacementServer) -> ProviderUsageReader:
-    return ProviderUsageReader(f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}", timeout=5.0)
+    return ProviderUsageReader(dsn(server), timeout=5.0)
 
 
 async def race_rounds(
@@ -133,6 +142,110 @@ async def test_with_the_guard_no_round_ends_over_capacity(
     assert raced > 0 and backed_out > 0, (raced, backed_out)
     # usually one of the racers keeps the slot; both backing out loses it, never overfills it
     assert kept >= ROUNDS // 2, f"the free slot was kept in only {kept} of {ROUNDS} rounds"
+
+
+class NoPause(random.Random):
+    """Racers whose random pauses come out equal: they look again at the same instant."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+@pytest.mark.parametrize("ranked", [False, True], ids=["unranked", "ranked"])
+async def test_two_racers_for_one_slot_end_with_exactly_one_placed(
+    busy_placement: PlacementServer, ranked: bool
+) -> None:
+    """Two schedulers' claims both accepted on a provider that holds one (the race's outcome,
+    made here for certain: two claims on 2 VCPUs, then 1 reserved), each confirmed by its own
+    guard at the same instant. Unranked, both look again at once, both see the provider over
+    and both back out: the slot is lost (what the ranks fix; on the old code this is what the
+    ranked case did too). Ranked by Placement's write order, the newer backs out at once and
+    the older keeps the slot."""
+    async with busy_placement.seeder() as s:
+        rp = await s.compute_node(
+            f"two-{uuidlib.uuid4().hex[:8]}", vcpus=2, cpu_allocation_ratio=1.0
+        )
+    clients = [PlacementClient(busy_placement.options) for _ in range(2)]
+    readers = [reader_for(busy_placement) for _ in clients]
+    ranks = [HoldingsReader(dsn(busy_placement), timeout=5.0) for _ in clients]
+    await asyncio.gather(*(c.start() for c in clients))
+    try:
+        consumers = [str(uuidlib.uuid4()) for _ in clients]
+        ar = {"allocations": {rp: {"resources": CLAIM}}}
+        for c, u in zip(clients, consumers, strict=True):
+            assert await c.claim(u, ar, project_id="p", user_id="u")
+        async with busy_placement.seeder() as s:
+            status, inv = await s.call("GET", f"/resource_providers/{rp}/inventories")
+            inv["inventories"]["VCPU"]["reserved"] = 1
+            status, _ = await s.call("PUT", f"/resource_providers/{rp}/inventories", inv)
+            assert status == 200
+        guards = [
+            OvercommitGuard(
+                DatabaseUsage(r, c, k if ranked else None),
+                c.delete_allocation,
+                backoff=0.3,
+                rng=NoPause(),
+            )
+            for c, r, k in zip(clients, readers, ranks, strict=True)
+        ]
+        kept = await asyncio.gather(
+            *(g.confirm(u, ar) for g, u in zip(guards, consumers, strict=True))
+        )
+        async with busy_placement.seeder() as s:
+            used = (await s.usages(rp)).get("VCPU", 0)
+            held = [bool((await s.allocations(u))["allocations"]) for u in consumers]
+        assert held == kept  # what each scheduler believes is what Placement holds
+        assert used == sum(kept) <= 1  # never over capacity
+        if ranked:
+            assert kept == [True, False]  # the older claim keeps the slot
+        else:
+            assert kept == [False, False]  # the slot is lost
+    finally:
+        await asyncio.gather(
+            *(c.close() for c in clients),
+            *(r.close() for r in readers),
+            *(k.close() for k in ranks),
+        )
+
+
+async def test_holdings_are_placements_usage_in_write_order(
+    busy_placement: PlacementServer,
+) -> None:
+    """The ranked read gives the API's usage and the consumers in the order their claims were
+    written (a consumer's claim written again moves it last); an unknown provider is None."""
+    ranks = HoldingsReader(dsn(busy_placement), timeout=5.0)
+    async with PlacementClient(busy_placement.options) as client:
+        try:
+            async with busy_placement.seeder() as s:
+                rp = await s.compute_node(f"order-{uuidlib.uuid4().hex[:8]}", vcpus=8)
+            consumers = [str(uuidlib.uuid4()) for _ in range(3)]
+            for i, u in enumerate(consumers):
+                ar = {"allocations": {rp: {"resources": {"VCPU": 1 + i, "MEMORY_MB": 64}}}}
+                assert await client.claim(u, ar, project_id="p", user_id="u")
+            got = await ranks.read(rp)
+            assert got is not None
+            assert got.usage == await client.provider_usage(rp)
+            assert [c for c, _ in got.consumers] == consumers
+            assert got.consumers[2][1] == {"VCPU": 3, "MEMORY_MB": 64}
+            async with busy_placement.seeder() as s:  # the first consumer's claim written again
+                status, _ = await s.call(
+                    "PUT",
+                    f"/allocations/{consumers[0]}",
+                    {
+                        "allocations": {rp: {"resources": {"VCPU": 2}}},
+                        "project_id": "p",
+                        "user_id": "u",
+                        "consumer_generation": 1,
+                    },
+                    version="1.28",
+                )
+                assert status == 204
+            again = await ranks.read(rp)
+            assert again is not None
+            assert [c for c, _ in again.consumers] == [*consumers[1:], consumers[0]]
+            assert await ranks.read(str(uuidlib.uuid4())) is None
+        finally:
+            await ranks.close()
 
 
 async def test_database_usage_is_what_placements_api_says(busy_placement: PlacementServer) -> None:

@@ -25,10 +25,13 @@ from asyncsched.conf.options import (
     ApiDatabaseOptions,
     Config,
     FilterSchedulerOptions,
+    PlacementDatabaseOptions,
     PlacementOptions,
 )
 from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.usage import RankedUsageSource
+from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.scheduling.chance import ChanceScheduler
 from asyncsched.scheduling.manager import SchedulerManager
 from asyncsched.service import Drainable, Reconfigurable, component_name
@@ -212,3 +215,30 @@ def test_admin_endpoint_is_off_unless_configured_and_first_when_on() -> None:
         "rpc",
     ]
     assert daemon.components[0] is daemon.admin
+
+
+@pytest.mark.parametrize("mirror", [True, False])
+def test_the_guard_reads_placements_database_with_ranks_where_the_mirror_is(mirror: bool) -> None:
+    """With the mirror configured the overcommit guard confirms claims from Placement's
+    database (the mirror's usage reader) and can rank racing claims by write order; with the
+    mirror switched off it asks Placement's API (the client) as before."""
+    base = config()
+    cfg = dataclasses.replace(
+        base,
+        placement_database=PlacementDatabaseOptions(
+            connection="postgresql://ro@127.0.0.1:5432/placement"
+        ),
+        asyncsched=dataclasses.replace(base.asyncsched, placement_mirror=mirror),
+    )
+    daemon = build_daemon(cfg)
+    guard = daemon.placement.guard
+    assert guard is not None
+    if mirror:
+        assert daemon.mirror is not None
+        assert isinstance(guard.usages, DatabaseUsage) and isinstance(
+            guard.usages, RankedUsageSource
+        )
+        assert guard.usages._reader is daemon.mirror.usage
+        assert guard.usages._holdings is not None
+    else:
+        assert daemon.mirror is None and guard.usages is daemon.placement

@@ -11,7 +11,7 @@ import pytest
 
 from asyncsched.exceptions import AllocationDeleteFailed, PlacementError
 from asyncsched.placement.overcommit import OvercommitGuard
-from asyncsched.placement.usage import ProviderUsage, capacities
+from asyncsched.placement.usage import Holdings, ProviderUsage, capacities
 
 
 def test_capacity_is_placements_rule() -> None:
@@ -143,3 +143,82 @@ async def test_racing_claims_never_stay_over_and_mostly_one_wins(racers: int) ->
         assert sum(kept) == len(t.allocs) <= 1  # what the callers believe is what is held
         kept_rounds += sum(kept)
     assert kept_rounds >= 15, f"the slot was lost in {30 - kept_rounds} of 30 rounds"
+
+
+class RankedTable(Table):
+    """The same table read as Placement's database reads it: holdings in write order."""
+
+    async def provider_holdings(self, provider_uuid: str) -> Holdings | None:
+        usage = await self.provider_usage(provider_uuid)
+        held = tuple((c, a[provider_uuid]) for c, a in self.allocs.items() if provider_uuid in a)
+        return Holdings(usage, held)  # dicts keep insertion order: the write order
+
+
+def test_the_newest_claims_beyond_capacity_are_named() -> None:
+    h = Holdings(
+        ProviderUsage({"VCPU": 4, "MEMORY_MB": 100}, {"VCPU": 6, "MEMORY_MB": 90}),
+        (
+            ("old", {"VCPU": 2, "MEMORY_MB": 30}),
+            ("a", {"VCPU": 2, "MEMORY_MB": 30}),
+            ("b", {"VCPU": 1, "MEMORY_MB": 30}),
+            ("c", {"VCPU": 1}),
+        ),
+    )
+    assert h.newest_beyond(["VCPU"]) == {"b", "c"}  # 2 over: c then b
+    assert h.newest_beyond(["MEMORY_MB"]) == set()  # not over
+    assert h.newest_beyond([]) == set()
+
+
+@pytest.mark.parametrize("racers", [2, 3, 5])
+async def test_ranked_racers_for_one_slot_end_with_exactly_one_placed(racers: int) -> None:
+    """With the write order, racers that look at the same instant (what loses the slot on the
+    unranked path, see the next test) still keep exactly one claim: the oldest."""
+    for round_ in range(30):
+        t = RankedTable({"rp": {"VCPU": 1}}, remove_latency=0.002)
+        claims = [t.put(f"c{i}", {"rp": {"VCPU": 1}}) for i in range(racers)]
+        guards = [guard(t, seed=round_ * 10 + i, backoff=0.02) for i in range(racers)]
+        kept = await asyncio.gather(
+            *(g.confirm(f"c{i}", c) for i, (g, c) in enumerate(zip(guards, claims, strict=True)))
+        )
+        assert not _over_now(t, "rp")
+        assert kept == [True] + [False] * (racers - 1), round_
+        assert list(t.allocs) == ["c0"]
+
+
+async def test_unranked_racers_looking_again_together_lose_the_slot() -> None:
+    """The mechanism the ranks remove: two racers whose second looks fall within one removal
+    of each other both see the provider over and both back out."""
+    t = Table({"rp": {"VCPU": 1}}, remove_latency=0.002)
+    claims = [t.put(f"c{i}", {"rp": {"VCPU": 1}}) for i in range(2)]
+    guards = [guard(t, backoff=0.0) for _ in range(2)]
+    kept = await asyncio.gather(
+        *(g.confirm(f"c{i}", c) for i, (g, c) in enumerate(zip(guards, claims, strict=True)))
+    )
+    assert kept == [False, False] and t.allocs == {}
+
+
+async def test_an_older_ranked_claim_backs_out_when_the_newer_one_stays() -> None:
+    """A newer claim from a scheduler without the guard never backs out: ours, older, waits,
+    finds the provider still over and goes, so the provider never stays over."""
+    t = RankedTable({"rp": {"VCPU": 1}})
+    mine = t.put("mine", {"rp": {"VCPU": 1}})
+    t.put("foreign", {"rp": {"VCPU": 1}})
+    g = guard(t, backoff=0.01)
+    assert not await g.confirm("mine", mine)
+    assert list(t.allocs) == ["foreign"] and g.health()["backed_out"] == 1
+
+
+async def test_an_unreadable_rank_falls_back_to_the_random_pause() -> None:
+    t = RankedTable({"rp": {"VCPU": 1}})
+
+    async def broken(provider_uuid: str) -> Holdings | None:
+        raise PlacementError("database gone")
+
+    t.provider_holdings = broken  # type: ignore[method-assign]
+    t.put("other", {"rp": {"VCPU": 1}})
+    mine = t.put("mine", {"rp": {"VCPU": 1}})
+    g = guard(t, backoff=0.05)
+    task = asyncio.create_task(g.confirm("mine", mine))
+    await asyncio.sleep(0.001)
+    await t.remove("other")
+    assert await task and g.health()["kept_after_race"] == 1
