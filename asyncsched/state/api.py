@@ -22,7 +22,6 @@ from asyncsched.state.sql import (
     SQL_AGGREGATE_HOSTS,
     SQL_AGGREGATE_METADATA,
     SQL_AGGREGATES,
-    SQL_API_FINGERPRINT,
     SQL_CELLS,
     SQL_HOST_MAPPINGS,
 )
@@ -142,7 +141,7 @@ async def api_pass(
     """Read what changed since fingerprint ``old`` ({} reads everything), hand each part
     to its callback as soon as it is read, and return the new fingerprint. Raises
     ``DatabaseUnavailable`` (parts already handed over stay applied)."""
-    fp_rows = await db.fetch(SQL_API_FINGERPRINT)
+    fp_rows = await db.fetch(db.sql.api_fingerprint)
     fp = {k: str(v) for k, v in fp_rows[0].items()}
     if fp.get("cells") != old.get("cells"):
         await on_cells(await db.fetch(SQL_CELLS))

@@ -69,7 +69,7 @@ from asyncsched.state.images import (
 )
 from asyncsched.state.readers import read_cell
 from asyncsched.state.rows import image_props_wanted
-from asyncsched.state.sql import SQL_INSTANCES_OF_HOST, WATERMARK_OVERLAP
+from asyncsched.state.sql import WATERMARK_OVERLAP
 from asyncsched.state.table import Cell, HostTable, Live, db_health
 
 LOG = logging.getLogger(__name__)
@@ -725,7 +725,7 @@ class HostStateCache(StartClose):
     async def _reload_host_instances(self, cell: Cell, host: str) -> None:
         """Re-read one host's instance uuids from its cell (nova's _recreate_instance_info)."""
         try:
-            rows = await cell.db.fetch(SQL_INSTANCES_OF_HOST, host)
+            rows = await cell.db.fetch(cell.db.sql.instances_of_host, host)
         except DatabaseUnavailable as exc:
             LOG.warning("could not re-read the instances of host %s: %s", host, exc)
             return

@@ -38,7 +38,7 @@ from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.host_state import ServiceInfo
 from asyncsched.state.index import apply_services
 from asyncsched.state.readers import read_stamped
-from asyncsched.state.sql import CHUNK, FRESH_OVERLAP, SQL_SERVICES_FRESH
+from asyncsched.state.sql import CHUNK, FRESH_OVERLAP
 
 if TYPE_CHECKING:
     from asyncsched.state.table import Cell, HostTable
@@ -189,7 +189,7 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
         await refresh_held(fresh, list(index.services.values()), down_time, interval)
     gen = fresh.gen
     rows = await cell.db.fetch(
-        SQL_SERVICES_FRESH,
+        cell.db.sql.services_fresh,
         fresh.mark - FRESH_OVERLAP,
         list(fresh.disabled),
         list(fresh.forced),

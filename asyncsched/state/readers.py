@@ -16,19 +16,7 @@ from typing import Any
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
 from asyncsched.state.rows import node_snapshot
-from asyncsched.state.sql import (
-    CHUNK,
-    INSTANCE_PAGE,
-    NODE_PAGE,
-    SQL_INSTANCES_ALL,
-    SQL_INSTANCES_CHANGED,
-    SQL_NODES_ALL,
-    SQL_NODES_CHANGED,
-    SQL_NOW,
-    SQL_SERVICE_STAMPS_CHANGED,
-    SQL_SERVICES_ALL,
-    SQL_SERVICES_BY_ID,
-)
+from asyncsched.state.sql import CHUNK, INSTANCE_PAGE, NODE_PAGE
 
 Stamp = tuple[datetime | None, datetime | None, datetime | None]  # updated, created, deleted
 
@@ -45,8 +33,8 @@ async def read_services(db: NovaDatabase, index: CellIndex, since: datetime | No
     """Every nova-compute service (``since`` None), else those changed since: their stamps
     first, then whole rows only for the stamps not already applied (``index.service_stamps``)."""
     if since is None:
-        return await services_read(index, await db.fetch(SQL_SERVICES_ALL))
-    return await read_stamped(db, index, await db.fetch(SQL_SERVICE_STAMPS_CHANGED, since))
+        return await services_read(index, await db.fetch(db.sql.services_all))
+    return await read_stamped(db, index, await db.fetch(db.sql.service_stamps_changed, since))
 
 
 async def read_stamped(db: NovaDatabase, index: CellIndex, changed: Sequence[Any]) -> ServicesRead:
@@ -54,7 +42,7 @@ async def read_stamped(db: NovaDatabase, index: CellIndex, changed: Sequence[Any
     not the one already applied; no query when there is none."""
     known = index.service_stamps
     want = [r[0] for r in changed if known.get(r[0]) != (r[1], r[2], r[3])]
-    rows = await db.fetch(SQL_SERVICES_BY_ID, want) if want else []
+    rows = await db.fetch(db.sql.services_by_id, want) if want else []
     return await services_read(index, rows)
 
 
@@ -149,18 +137,19 @@ async def read_cell(
     db: NovaDatabase, index: CellIndex, cell_uuid: str, since: datetime | None
 ) -> CellRead:
     """Services, nodes and instances read in parallel. Raises ``DatabaseUnavailable``."""
-    now_rows = await db.fetch(SQL_NOW)
+    q = db.sql
+    now_rows = await db.fetch(q.now)
     db_now: datetime = now_rows[0]["now"]
     if since is None:
         services, nodes, insts = await asyncio.gather(
             read_services(db, index, None),
-            read_nodes(db, index, cell_uuid, SQL_NODES_ALL),
-            read_instances(db, SQL_INSTANCES_ALL),
+            read_nodes(db, index, cell_uuid, q.nodes_all),
+            read_instances(db, q.instances_all),
         )
     else:
         services, nodes, insts = await asyncio.gather(
             read_services(db, index, since),
-            read_nodes(db, index, cell_uuid, SQL_NODES_CHANGED, since),
-            read_instances(db, SQL_INSTANCES_CHANGED, since),
+            read_nodes(db, index, cell_uuid, q.nodes_changed, since),
+            read_instances(db, q.instances_changed, since),
         )
     return CellRead(db_now, services.rows, services.stamps, nodes, insts)
