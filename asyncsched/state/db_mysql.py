@@ -48,6 +48,9 @@ class Row(tuple[Any, ...]):
     def keys(self) -> Iterator[str]:
         return iter(self._index)
 
+    def values(self) -> Iterator[Any]:
+        return tuple.__iter__(self)
+
     def items(self) -> Iterator[tuple[str, Any]]:
         return zip(self._index, self, strict=True)
 
