@@ -64,7 +64,7 @@ async def connect(db: str | None = None, *, port: int = MYSQL_PORT) -> Any:
     )
 
 
-class _Conn:
+class MysqlConn:
     """The part of an asyncpg connection the seeding helpers use, over asyncmy."""
 
     def __init__(self, conn: Any) -> None:
@@ -108,11 +108,11 @@ class _Conn:
         await self._conn.commit()
 
 
-class _Pool(_Conn):
+class _Pool(MysqlConn):
     """One connection standing in for a pool (seeding is sequential)."""
 
     @contextlib.asynccontextmanager
-    async def acquire(self) -> AsyncIterator[_Conn]:
+    async def acquire(self) -> AsyncIterator[MysqlConn]:
         yield self
 
     def terminate(self) -> None:
