@@ -94,8 +94,15 @@ class MysqlConn:
         return rows[0][0] if rows else None
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        for r in rows:
-            await self._run(sql, r)
+        """One multi-row INSERT per batch (the driver's executemany), as bulk seeding needs."""
+        text = _translate(sql)[0]
+        rows = list(rows)
+        if not rows:
+            return
+        query = bind(text, rows[0])[0]
+        async with self._conn.cursor() as cur:
+            for i in range(0, len(rows), 2000):
+                await cur.executemany(query, [bind(text, r)[1] for r in rows[i : i + 2000]])
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -26,10 +26,10 @@ def test_only_the_dialect_fragments_differ() -> None:
 
 def test_bind_numbers_lists_and_percent() -> None:
     sql, args = bind("SELECT x FROM t WHERE a LIKE 'image\\_%' AND b = $2 AND c IN $1", [[1, 2], 7])
-    assert sql == "SELECT x FROM t WHERE a LIKE 'image\\_%%' AND b = %s AND c IN %s"
-    assert args == (7, (1, 2))
-    bound = bind(MYSQL.services_fresh, [datetime(2026, 1, 1), [], [3], []])[1]
-    assert bound.count((None,)) == 2 and bound.count((3,)) == 1  # empty: (NULL), no match
+    assert sql == "SELECT x FROM t WHERE a LIKE 'image\\_%%' AND b = %s AND c IN (%s, %s)"
+    assert args == (7, 1, 2)
+    sql, args = bind("SELECT 1 WHERE coalesce(id IN $2, false) AND x = $1", [5, []])
+    assert sql == "SELECT 1 WHERE coalesce(id IN (NULL), false) AND x = %s" and args == (5,)
 
 
 def test_rows_by_name_and_position() -> None:
