@@ -29,3 +29,14 @@ async def nova_db(
         yield db
     finally:
         await db.drop()
+
+
+@pytest_asyncio.fixture
+async def mysql_db(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MysqlNovaDB]:
+    """The MariaDB ``nova_db`` alone, for what only MySQL has (a Galera address list)."""
+    db = MysqlNovaDB(tmp_path_factory.getbasetemp() / "nova-manage-mysql")
+    try:
+        await db.create(n_cells=2)
+        yield db
+    finally:
+        await db.drop()
