@@ -1,7 +1,9 @@
 """The host-state tests run on nova's databases in PostgreSQL and in MariaDB (issue #25).
 
-``nova_db`` here is parametrized: the same test, the same seeding helpers, once on each. The
-MariaDB schema is nova 34's own (``nova-manage``, made once into template databases).
+``db_backend`` is parametrized here for the whole directory: ``nova_db`` (tests/integration/
+conftest.py) is the same seeding helpers on either, the MariaDB schema nova 34's own
+(``nova-manage``, made once into template databases). Module scope: each module runs on one
+server, then on the other.
 """
 
 from __future__ import annotations
@@ -11,24 +13,14 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from tests.support.nova_db import NovaDB
+from tests.support.nova_db import BACKENDS, Backend
 from tests.support.nova_db_mysql import MysqlNovaDB
 
 
-@pytest_asyncio.fixture(params=["postgresql", "mysql"])
-async def nova_db(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[NovaDB]:
-    """API DB + cell0 + two cell DBs, in PostgreSQL or MariaDB, dropped afterwards."""
-    if request.param == "mysql":
-        db: NovaDB = MysqlNovaDB(tmp_path_factory.getbasetemp() / "nova-manage-mysql")
-    else:
-        db = NovaDB()
-    try:
-        await db.create(n_cells=2)
-        yield db
-    finally:
-        await db.drop()
+@pytest.fixture(scope="module", params=BACKENDS)
+def db_backend(request: pytest.FixtureRequest) -> Backend:
+    backend: Backend = request.param
+    return backend
 
 
 @pytest_asyncio.fixture
