@@ -7,8 +7,7 @@ InnoDB's REPEATABLE READ a connection inside a transaction would see the snapsho
 read for ever after. Rows come back as :class:`Row`, read by name or position like asyncpg's.
 
 Parameters are written ``$1``, ``$2`` as for asyncpg; the driver interpolates them on the
-client (``%s``), a tuple as ``(a, b, ...)``: a list parameter is sent as a tuple, an empty one
-as ``(NULL)``, which matches nothing.
+client (``%s``); a list parameter becomes ``(%s, %s, ...)``, an empty one ``(NULL)``.
 """
 
 from __future__ import annotations
@@ -48,6 +47,9 @@ class Row(tuple[Any, ...]):
     def keys(self) -> Iterator[str]:
         return iter(self._index)
 
+    def values(self) -> Iterator[Any]:
+        return tuple.__iter__(self)
+
     def items(self) -> Iterator[tuple[str, Any]]:
         return zip(self._index, self, strict=True)
 
@@ -59,27 +61,29 @@ def row_type(names: tuple[str, ...]) -> type[Row]:
 
 
 @lru_cache(maxsize=512)
-def _pyformat(sql: str) -> tuple[str, tuple[int, ...]]:
-    """``$n`` -> ``%s`` (``%`` doubled) and the argument index of each placeholder in order."""
-    order: list[int] = []
-
-    def sub(m: re.Match[str]) -> str:
-        order.append(int(m.group(1)) - 1)
-        return "%s"
-
-    return _PARAM.sub(sub, sql.replace("%", "%%")), tuple(order)
+def _split(sql: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The text between ``$n`` placeholders (``%`` doubled) and each one's argument index."""
+    parts = _PARAM.split(sql.replace("%", "%%"))
+    return tuple(parts[0::2]), tuple(int(n) - 1 for n in parts[1::2])
 
 
 def bind(sql: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
-    """The query and arguments as the driver takes them (lists as tuples, never empty)."""
-    text, order = _pyformat(sql)
-    out = []
-    for i in order:
+    """The query and arguments as the driver takes them: ``$n`` -> ``%s``, a list argument
+    -> ``(%s, %s, ...)`` with its items (PyMySQL 1.2 no longer escapes sequences), an empty
+    one -> ``(NULL)``, which matches nothing."""
+    texts, order = _split(sql)
+    out: list[str] = [texts[0]]
+    bound: list[Any] = []
+    for i, text in zip(order, texts[1:], strict=True):
         arg = args[i]
         if isinstance(arg, list | tuple | set | frozenset):
-            arg = tuple(arg) or (None,)
-        out.append(arg)
-    return text, tuple(out)
+            out.append("(" + ", ".join("%s" for _ in arg) + ")" if arg else "(NULL)")
+            bound.extend(arg)
+        else:
+            out.append("%s")
+            bound.append(arg)
+        out.append(text)
+    return "".join(out), tuple(bound)
 
 
 def connect_kwargs(url: DatabaseURL, host: int, timeout: float) -> dict[str, Any]:

@@ -198,7 +198,7 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     if not rows:
         raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
     changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
-    read = await read_stamped(cell.db, index, changed)
+    read = await read_stamped(cell.db, index, changed, seen=fresh.mark)
     dirty, swapped = apply_services(index, read.rows)
     index.service_stamps.update(read.stamps)
     for _, _, svc in read.rows:

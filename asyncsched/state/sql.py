@@ -141,7 +141,8 @@ def build(s: Syntax) -> Queries:
 
 
 def _fingerprint(s: Syntax) -> str:
-    """Per API table: row count, newest stamp and (where rows come and go) the sum of ids."""
+    """Per API table: row count, newest stamp and (where rows come and go) the sum of ids;
+    and the DB's clock: a part whose newest stamp is recent is read again (``state/api.py``)."""
 
     def text(expr: str) -> str:
         return f"coalesce(CAST({expr} AS {s.text}), '')"
@@ -149,7 +150,7 @@ def _fingerprint(s: Syntax) -> str:
     stamp = text("max(greatest(created_at, coalesce(updated_at, created_at)))")
     parts = {"cells": "cell_mappings", "hosts": "host_mappings", "aggs": "aggregates"}
     parts |= {"agg_hosts": "aggregate_hosts", "agg_meta": "aggregate_metadata"}
-    cols = []
+    cols = [f"{s.now} AS now"]
     for name, table in parts.items():
         ids = "" if name == "cells" else f", '/', {text('sum(id)')}"
         row = f"concat({text('count(*)')}, '/', {stamp}{ids})"

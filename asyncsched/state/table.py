@@ -83,6 +83,7 @@ def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> dict[str, An
         "down_for": None if db.failed_since is None else round(now - db.failed_since, 3),
         "retry_in": round(db.retry_delay, 3),
         "last_error": db.last_error,
+        "address": db.address,
     }
 
 
