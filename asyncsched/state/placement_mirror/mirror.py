@@ -30,6 +30,8 @@ from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResul
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 
 LOG = logging.getLogger(__name__)
+# The refresh's queries are the same every 0.5 s: compiling them (JIT) costs more than it saves.
+_SESSION = {"jit": "off"}
 
 
 @dataclass(slots=True)
@@ -49,6 +51,7 @@ class _Stats:
     max_ms: float = 0.0
     total_ms: float = 0.0
     last_changed: int = 0
+    last_rows_moved: int = 0
     last_error: str | None = None
     load_ms: float | None = None
     timings: list[float] = field(default_factory=list)
@@ -86,6 +89,7 @@ class PlacementMirror:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._pending_sum: dict[str, dict[str, int]] | None = None  # pending_usage(), kept
         self._stats = _Stats()
         self._over: set[str] = set()  # uuids of providers over capacity now
         # the overcommit guard's fresh reads of one provider, on connections of their own
@@ -171,7 +175,9 @@ class PlacementMirror:
             try:
                 async with asyncio.timeout(self.query_timeout):
                     if self._conn is None or self._conn.is_closed():
-                        self._conn = await asyncpg.connect(self.dsn, statement_cache_size=16)
+                        self._conn = await asyncpg.connect(
+                            self.dsn, statement_cache_size=16, server_settings=_SESSION
+                        )
                     async with self._conn.transaction(isolation="repeatable_read", readonly=True):
                         result = await read(self._conn, self.state, self._names, self._prints)
             except asyncio.CancelledError:
@@ -201,6 +207,7 @@ class PlacementMirror:
         s.max_ms = max(s.max_ms, ms)
         s.total_ms += ms
         s.last_changed = result.changed
+        s.last_rows_moved = result.rows_moved
         s.timings = [*s.timings[-199:], ms]
         self._watch_capacity(self.state, result.state)
         self.state = result.state
@@ -209,6 +216,7 @@ class PlacementMirror:
         self._snapshot_at = started
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
+        self._pending_sum = None
 
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
@@ -266,13 +274,22 @@ class PlacementMirror:
             self._clock(),
             {rp: dict(a.get("resources") or {}) for rp, a in allocs.items()},
         )
+        self._pending_sum = None
 
     def note_released(self, consumers: Iterable[str]) -> None:
         for c in consumers:
-            self._pending.pop(c, None)
+            if self._pending.pop(c, None) is not None:
+                self._pending_sum = None
 
-    def pending_usage(self) -> dict[str, dict[str, int]]:
-        """Amounts this process claimed that the current state does not show yet, by rp uuid."""
+    def pending_usage(self) -> Mapping[str, Mapping[str, int]]:
+        """Amounts this process claimed that the current state does not show yet, by rp uuid
+        (read-only: the same value until a claim, a release or a refresh changes it, so a
+        request between two of those costs nothing here)."""
+        if self._pending_sum is None:
+            self._pending_sum = self._pending_sums()
+        return self._pending_sum
+
+    def _pending_sums(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for p in self._pending.values():
             for rp, res in p.allocations.items():
@@ -302,6 +319,7 @@ class PlacementMirror:
             "refresh_ms_p50": round(timings[len(timings) // 2], 2) if timings else None,
             "refresh_ms_max": round(s.max_ms, 2),
             "last_changed_providers": s.last_changed,
+            "last_allocation_rows_moved": s.last_rows_moved,
             "pending_claims": len(self._pending),
             "last_error": s.last_error,
             "guard_usage_queries": self.usage.queries,  # the overcommit guard's reads
