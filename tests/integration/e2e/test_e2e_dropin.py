@@ -63,7 +63,10 @@ def nova_conf(stack: SeededStack, module_amqp_url: str, host: str) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def listener(module_amqp_url: str) -> AsyncIterator[NotificationListener]:
+async def listener(
+    module_amqp_url: str, db_backend: Backend
+) -> AsyncIterator[NotificationListener]:
+    """One per database backend: the other run's notifications are not this one's."""
     lst = await asyncio.to_thread(
         NotificationListener, module_amqp_url, ["notifications", "versioned_notifications"]
     )
