@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.health import FreshHealth, HeldServices
 from asyncsched.state.host_state import ServiceInfo
 from asyncsched.state.index import apply_services
 from asyncsched.state.readers import read_stamped
@@ -127,16 +128,14 @@ class FreshState:
     last_error: str | None = None
     shared: SharedRead | None = None
 
-    def health(self, now: float) -> dict[str, Any]:
-        return {
-            "ok": now >= self.retry_at,
-            "last_error": self.last_error,
-            "held": {
-                "disabled": len(self.disabled),
-                "forced_down": len(self.forced),
-                "silent": len(self.silent),
-            },
-        }
+    def health(self, now: float) -> FreshHealth:
+        return FreshHealth(
+            ok=now >= self.retry_at,
+            last_error=self.last_error,
+            held=HeldServices(
+                disabled=len(self.disabled), forced_down=len(self.forced), silent=len(self.silent)
+            ),
+        )
 
 
 async def refresh_held(
