@@ -727,14 +727,13 @@ async def test_reread_services_rows_are_fetched_only_when_their_stamp_moved(
     async with HostStateCache(db.config(refresh_interval=3600)) as cache:
         b = cache.get_by_uuid(seeded["c1b"])
         assert b is not None and b.service is not None
-        await past_the_second(db)
         await db.update_service(c1, "c1-b", disabled=True, disabled_reason="maintenance")
+        await past_the_second(db)  # MySQL: the read that applies it is in a later second
         fetched.clear()
         await cache.refresh()
         assert fetched == [[b.service.id]]  # the other services are in the overlap, unchanged
         assert b.service.disabled and b.service.disabled_reason == "maintenance"
         fetched.clear()
-        await past_the_second(db)
         await cache.refresh()  # the changed row is in the overlap now, and already applied
         assert fetched == []
         await db.update_service(c1, "c1-b", disabled=False)
