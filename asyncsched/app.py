@@ -28,9 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -41,6 +40,7 @@ from asyncsched.admin.looplag import LoopLagMonitor
 from asyncsched.admin.metrics import Metrics, build_registry
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer, read_token, tls_context
+from asyncsched.common.health import ServiceHealth, Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.loader import ConfigSources
@@ -48,7 +48,8 @@ from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, PlacementError
 from asyncsched.notifications import build_notifier
 from asyncsched.placement.client import PlacementClient
-from asyncsched.rpc.server import RPCServer
+from asyncsched.placement.health import PlacementHealth
+from asyncsched.rpc.server import RPCHealth, RPCServer
 from asyncsched.scheduling.candidates import CandidateSource
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage
 from asyncsched.scheduling.manager import SchedulerManager
@@ -118,8 +119,23 @@ class PlacementComponent:
             await self.client.pending.close()  # what is left stays journaled
         await self.client.close()
 
-    def health(self) -> Mapping[str, Any]:
+    def health(self) -> PlacementHealth:
         return self.client.health()
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerHealth(Snapshot):
+    """``SchedulerComponent.health()``: what decides, and what it decided lately."""
+
+    driver: str
+    filters: list[str]
+    weighers: list[str]
+    host_subset_size: int
+    hosts: int
+    host_state_stale: bool
+    recent_outcomes: dict[str, int]
+    last_request: str | None
+    recent_failures: list[str]
 
 
 class SchedulerComponent:
@@ -151,26 +167,26 @@ class SchedulerComponent:
         """New filters/weighers/multipliers/subset size; a bad list keeps the old ones."""
         self.manager.reconfigure(config)
 
-    def health(self) -> Mapping[str, Any]:
+    def health(self) -> SchedulerHealth:
         recent = self.manager.diagnostics.recent()
         outcomes = Counter(s.outcome.split(":", 1)[0] for s in recent)
         cache = self._cache.health()
         last = recent[-1] if recent else None
-        return {
-            "driver": self.manager.config.asyncsched.driver,
-            "filters": [f.name for f in self.manager.engine.filters],
-            "weighers": [w.name for w in self.manager.engine.weighers],
-            "host_subset_size": self.manager.config.filter_scheduler.host_subset_size,
-            "hosts": cache.get("hosts", 0),
+        return SchedulerHealth(
+            driver=self.manager.config.asyncsched.driver,
+            filters=[f.name for f in self.manager.engine.filters],
+            weighers=[w.name for w in self.manager.engine.weighers],
+            host_subset_size=self.manager.config.filter_scheduler.host_subset_size,
+            hosts=cache.hosts,
             # Decisions are made from the cache: when a database is unreachable they go on
             # from the last good state, and this says so.
-            "host_state_stale": bool(cache.get("stale", True)),
-            "recent_outcomes": dict(outcomes),
-            "last_request": None if last is None else last.line(),
-            "recent_failures": [f"{s.request_id}: {s.line()}" for s in recent if s.outcome != "ok"][
+            host_state_stale=cache.stale,
+            recent_outcomes=dict(outcomes),
+            last_request=None if last is None else last.line(),
+            recent_failures=[f"{s.request_id}: {s.line()}" for s in recent if s.outcome != "ok"][
                 -5:
             ],
-        }
+        )
 
 
 class RPCComponent:
@@ -190,7 +206,7 @@ class RPCComponent:
     async def close(self) -> None:
         await self.server.close()
 
-    def health(self) -> Mapping[str, Any]:
+    def health(self) -> RPCHealth:
         return self.server.health()
 
 
@@ -213,7 +229,7 @@ class Daemon:
 def build_daemon(
     config: Config,
     *,
-    health: Callable[[], Mapping[str, Any]] | None = None,
+    health: Callable[[], ServiceHealth] | None = None,
     extra_routes: Sequence[web.RouteDef] = (),
 ) -> Daemon:
     """Construct (not start) every part; raises ConfigError for options no part can run with.
@@ -252,7 +268,7 @@ def build_daemon(
     notifier = build_notifier(config)  # driver and transport URL: ConfigError
     # loads filters/weighers: ConfigError
     manager = SchedulerManager(config, cache, candidates, recorder=metrics, notifier=notifier)
-    rpc = RPCServer(config, manager, cache, recorder=metrics)
+    rpc = RPCServer(config, manager, cache.events, recorder=metrics)
     # The notifier is a component only when it sends: it closes after the scheduler, so the
     # .end notifications of the calls drained at SIGTERM still go out.
     components: tuple[Component, ...] = (

@@ -19,9 +19,10 @@ import logging
 import os
 import signal
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from asyncsched.common.health import HealthFailed, ServiceHealth, Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.loader import ConfigSources, load
@@ -51,7 +52,7 @@ class Component(Protocol):
 
     async def close(self) -> None: ...
 
-    def health(self) -> Mapping[str, Any]: ...
+    def health(self) -> Snapshot: ...
 
 
 @runtime_checkable
@@ -70,15 +71,16 @@ def component_name(comp: object) -> str:
     return name if isinstance(name, str) and name else type(comp).__name__
 
 
-def health_snapshot(state: str, components: Sequence[Component]) -> dict[str, Any]:
-    """``{"state": ..., "components": {name: health}}``; a failing health() becomes an error."""
-    comps: dict[str, Any] = {}
+def health_snapshot(state: str, components: Sequence[Component]) -> ServiceHealth:
+    """The state and each component's snapshot by name (JSON: ``{"state": ...,
+    "components": {name: health}}``); a failing health() becomes a ``HealthFailed``."""
+    comps: dict[str, Snapshot] = {}
     for comp in components:
         try:
-            comps[component_name(comp)] = dict(comp.health())
+            comps[component_name(comp)] = comp.health()
         except Exception as exc:  # a broken health() must not break the caller
-            comps[component_name(comp)] = {"error": repr(exc)}
-    return {"state": state, "components": comps}
+            comps[component_name(comp)] = HealthFailed(repr(exc))
+    return ServiceHealth(state, comps)
 
 
 class ServiceStartError(AsyncschedError):
@@ -154,7 +156,7 @@ class Service:
         """new, starting, running, stopping, stopped or failed."""
         return self._state
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> ServiceHealth:
         """State of the service and of each component, for a health endpoint or file."""
         return health_snapshot(self._state, self._components)
 
@@ -355,7 +357,7 @@ class Service:
             await asyncio.sleep(self._config.asyncsched.refresh_interval)
 
     def _health_json(self) -> str:
-        return json.dumps(mask_tree(self.health()), default=str, sort_keys=True)
+        return json.dumps(mask_tree(self.health().as_json()), default=str, sort_keys=True)
 
     async def _drain_all(self, budget: float) -> None:
         loop = asyncio.get_running_loop()

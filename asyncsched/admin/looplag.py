@@ -7,12 +7,21 @@ stops it like the rest and its last/max lag appear in the health snapshot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from asyncsched.common.health import Snapshot
 from asyncsched.common.tasks import cancel_and_wait
 
 INTERVAL = 0.25  # seconds between samples: 4 wake-ups a second cost nothing measurable
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLagHealth(Snapshot):
+    """The latest and the largest event-loop lag seen, seconds."""
+
+    last_s: float
+    max_s: float
 
 
 class LoopLagMonitor:
@@ -32,8 +41,8 @@ class LoopLagMonitor:
         await cancel_and_wait(self._task)
         self._task = None
 
-    def health(self) -> Mapping[str, Any]:
-        return {"last_s": round(self._last, 4), "max_s": round(self._max, 4)}
+    def health(self) -> LoopLagHealth:
+        return LoopLagHealth(last_s=round(self._last, 4), max_s=round(self._max, 4))
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -15,13 +15,19 @@ fixed sets (never a host, instance or request id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from asyncsched.common.health import ServiceHealth, Snapshot
+from asyncsched.placement.health import GuardHealth, PendingHealth, PlacementHealth
+from asyncsched.rpc.server import RPCHealth
+from asyncsched.scheduling.candidates.source import CandidatesHealth
+from asyncsched.state.health import DatabaseHealth, HostStateHealth, MirrorHealth
 
 # Request latency: sub-millisecond decisions up to nova's 60 s rpc_response_timeout.
 LATENCY_BUCKETS = (
@@ -43,8 +49,9 @@ LATENCY_BUCKETS = (
 )
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-HealthSource = Callable[[], Mapping[str, Any]]
+HealthSource = Callable[[], ServiceHealth]
 M = TypeVar("M", Counter, Histogram)
+S = TypeVar("S", bound=Snapshot)
 
 
 class Labelled(Generic[M]):
@@ -166,116 +173,167 @@ class Metrics:
             self.refresh_failures(cell).inc()
 
 
-@dataclass(frozen=True, slots=True)
-class Scalar:
-    """One number a component's ``health()`` holds, exported under ``name``.
+@dataclass(frozen=True)  # no slots: a generic alias call sets __orig_class__
+class Scalar(Generic[S]):
+    """One number a component's ``health()`` snapshot (an ``S``) holds, exported as ``name``.
 
-    ``key`` is its path in the snapshot (dots for nesting). A counter whose key is absent is 0
-    (``stats`` counters appear on first increment); a gauge whose value is absent or None
-    (an age never measured) is left out.
+    ``get`` reads it (a field the type checker knows). A counter read as None is 0; a gauge
+    read as None (an age never measured) is left out.
     """
 
-    key: str
+    get: Callable[[S], float | None]
     name: str
     doc: str
     counter: bool = False
     scale: float = 1.0
 
 
-def _c(key: str, name: str, doc: str) -> Scalar:
-    return Scalar(key, name, doc, counter=True)
+@dataclass(frozen=True)
+class Part(Generic[S]):
+    """Where a snapshot is in ``Service.health()`` (``find``: None when the component is
+    absent, not configured or its health() failed: nothing exported) and what it exports."""
+
+    find: Callable[[ServiceHealth], S | None]
+    scalars: tuple[Scalar[S], ...]
+
+    def collect(self, snapshot: ServiceHealth) -> Iterator[Metric]:
+        part = self.find(snapshot)
+        if part is None:
+            return
+        for s in self.scalars:
+            value = s.get(part)
+            if s.counter:
+                yield CounterMetricFamily(s.name, s.doc, value=float(value or 0) * s.scale)
+            elif value is not None:
+                yield GaugeMetricFamily(s.name, s.doc, value=float(value) * s.scale)
 
 
-# Component name (as in Service.health()), or a dotted path to a part of one -> what it
-# exports. A part that is absent or None (no mirror configured, guard off) or whose health()
-# failed exports nothing.
-SCALARS: dict[str, tuple[Scalar, ...]] = {
-    "rpc": (
-        _c("stats.received", "asyncsched_rpc_messages_received", "Messages taken from RabbitMQ."),
-        _c("stats.redelivered", "asyncsched_rpc_redeliveries", "Messages RabbitMQ redelivered."),
-        _c("stats.duplicates", "asyncsched_rpc_duplicates",
-           "Redelivered calls answered from the reply cache or their running twin."),
-        _c("stats.malformed", "asyncsched_rpc_malformed_messages", "Messages refused, malformed."),
-        _c("stats.replies", "asyncsched_rpc_replies", "Replies the broker confirmed."),
-        _c("stats.replies_dropped", "asyncsched_rpc_replies_dropped",
-           "Replies that could not be delivered."),
-        _c("stats.publish_retries", "asyncsched_rpc_reply_retries",
-           "Reply publishes retried (no reply queue yet, reconnect)."),
-        _c("stats.heartbeats", "asyncsched_rpc_heartbeats", "Call-monitor heartbeats sent."),
-        _c("stats.reconnects", "asyncsched_rpc_reconnects", "RabbitMQ connections re-established."),
-        _c("stats.errors", "asyncsched_rpc_errors", "Messages that hit an internal error."),
-        Scalar("in_flight", "asyncsched_rpc_in_flight", "Messages being handled now."),
-        Scalar("active_calls", "asyncsched_rpc_active_calls", "Calls in the scheduler now."),
-        Scalar("connected", "asyncsched_rpc_connected", "1 while connected to RabbitMQ."),
-        Scalar("accepting", "asyncsched_rpc_consuming", "1 while the consumers take messages."),
-        Scalar("reply_cache", "asyncsched_rpc_reply_cache_entries",
-               "Answered calls remembered for redeliveries."),
-    ),
-    "placement": (
-        _c("claims", "asyncsched_placement_claims", "Claims (PUT /allocations) attempted."),
-        _c("claims_failed", "asyncsched_placement_claims_failed",
-           "Claims that ended refused or failed."),
-        _c("claim_conflicts", "asyncsched_placement_claim_conflicts",
-           "Provider-generation conflicts retried while claiming."),
-        _c("errors", "asyncsched_placement_errors",
-           "Placement calls that failed (connection, timeout, 5xx, 401/403)."),
-        _c("deletes", "asyncsched_placement_deletes", "Allocation deletes (rollbacks)."),
-        _c("delete_failures", "asyncsched_placement_delete_failures",
-           "Allocation deletes that failed (leaked claims)."),
-    ),
-    "placement.overcommit_guard": (
-        _c("confirmed", "asyncsched_overcommit_guard_confirmed",
-           "Claims the overcommit guard found within capacity (kept)."),
-        _c("raced", "asyncsched_overcommit_guard_raced",
-           "Claims found over capacity at the first look (a concurrent claim elsewhere)."),
-        _c("kept_after_race", "asyncsched_overcommit_guard_kept_after_race",
-           "Raced claims whose providers fit again after the pause (kept)."),
-        _c("backed_out", "asyncsched_overcommit_guard_backed_out",
-           "Raced claims still over capacity, backed out to decide the instance again."),
-        _c("foreign_over", "asyncsched_overcommit_guard_foreign_over",
-           "Providers found over capacity in resource classes the claim does not use."),
-        _c("unchecked", "asyncsched_overcommit_guard_unchecked",
-           "Provider usages the guard could not read (claim kept as Placement accepted it)."),
-    ),
-    "placement.pending_rollbacks": (
-        Scalar("pending", "asyncsched_placement_pending_rollbacks",
-               "Rollbacks Placement could not take yet, journaled and retried."),
-        Scalar("oldest_age_s", "asyncsched_placement_pending_rollback_oldest_age_seconds",
-               "Age of the oldest pending rollback (absent while none is pending)."),
-        _c("done", "asyncsched_placement_pending_rollbacks_done",
-           "Pending rollbacks completed once Placement answered."),
-        _c("dropped", "asyncsched_placement_pending_rollbacks_dropped",
-           "Pending rollbacks left alone: the consumer holds other allocations by then."),
-    ),
-    "hoststate": (
-        Scalar("hosts", "asyncsched_host_state_hosts", "Compute nodes in the cache."),
-        Scalar("assumed", "asyncsched_host_state_assumed",
+_Rpc = Scalar[RPCHealth]
+_Placement = Scalar[PlacementHealth]
+_Guard = Scalar[GuardHealth]
+_Pending = Scalar[PendingHealth]
+_HostState = Scalar[HostStateHealth]
+_Mirror = Scalar[MirrorHealth]
+
+
+def _rpc_stat(key: str, name: str, doc: str) -> Scalar[RPCHealth]:
+    """An RPC counter: ``stats`` holds each from its first increment (absent = 0)."""
+    return _Rpc(lambda h: h.stats.get(key, 0), name, doc, counter=True)
+
+
+def _placement(s: ServiceHealth) -> PlacementHealth | None:
+    return s.part("placement", PlacementHealth)
+
+
+def _guard(s: ServiceHealth) -> GuardHealth | None:
+    p = _placement(s)
+    return None if p is None else p.overcommit_guard
+
+
+def _pending(s: ServiceHealth) -> PendingHealth | None:
+    p = _placement(s)
+    return None if p is None else p.pending_rollbacks
+
+
+# fmt: off
+RPC = Part[RPCHealth](lambda s: s.part("rpc", RPCHealth), (
+    _rpc_stat("received", "asyncsched_rpc_messages_received", "Messages taken from RabbitMQ."),
+    _rpc_stat("redelivered", "asyncsched_rpc_redeliveries", "Messages RabbitMQ redelivered."),
+    _rpc_stat("duplicates", "asyncsched_rpc_duplicates",
+              "Redelivered calls answered from the reply cache or their running twin."),
+    _rpc_stat("malformed", "asyncsched_rpc_malformed_messages", "Messages refused, malformed."),
+    _rpc_stat("replies", "asyncsched_rpc_replies", "Replies the broker confirmed."),
+    _rpc_stat("replies_dropped", "asyncsched_rpc_replies_dropped",
+              "Replies that could not be delivered."),
+    _rpc_stat("publish_retries", "asyncsched_rpc_reply_retries",
+              "Reply publishes retried (no reply queue yet, reconnect)."),
+    _rpc_stat("heartbeats", "asyncsched_rpc_heartbeats", "Call-monitor heartbeats sent."),
+    _rpc_stat("reconnects", "asyncsched_rpc_reconnects", "RabbitMQ connections re-established."),
+    _rpc_stat("errors", "asyncsched_rpc_errors", "Messages that hit an internal error."),
+    _Rpc(lambda h: h.in_flight, "asyncsched_rpc_in_flight", "Messages being handled now."),
+    _Rpc(lambda h: h.active_calls, "asyncsched_rpc_active_calls", "Calls in the scheduler now."),
+    _Rpc(lambda h: h.connected, "asyncsched_rpc_connected", "1 while connected to RabbitMQ."),
+    _Rpc(lambda h: h.accepting, "asyncsched_rpc_consuming",
+         "1 while the consumers take messages."),
+    _Rpc(lambda h: h.reply_cache, "asyncsched_rpc_reply_cache_entries",
+         "Answered calls remembered for redeliveries."),
+))
+PLACEMENT = Part[PlacementHealth](_placement, (
+    _Placement(lambda h: h.claims, "asyncsched_placement_claims",
+               "Claims (PUT /allocations) attempted.", counter=True),
+    _Placement(lambda h: h.claims_failed, "asyncsched_placement_claims_failed",
+               "Claims that ended refused or failed.", counter=True),
+    _Placement(lambda h: h.claim_conflicts, "asyncsched_placement_claim_conflicts",
+               "Provider-generation conflicts retried while claiming.", counter=True),
+    _Placement(lambda h: h.errors, "asyncsched_placement_errors",
+               "Placement calls that failed (connection, timeout, 5xx, 401/403).", counter=True),
+    _Placement(lambda h: h.deletes, "asyncsched_placement_deletes",
+               "Allocation deletes (rollbacks).", counter=True),
+    _Placement(lambda h: h.delete_failures, "asyncsched_placement_delete_failures",
+               "Allocation deletes that failed (leaked claims).", counter=True),
+))
+GUARD = Part[GuardHealth](_guard, (
+    _Guard(lambda h: h.confirmed, "asyncsched_overcommit_guard_confirmed",
+           "Claims the overcommit guard found within capacity (kept).", counter=True),
+    _Guard(lambda h: h.raced, "asyncsched_overcommit_guard_raced",
+           "Claims found over capacity at the first look (a concurrent claim elsewhere).",
+           counter=True),
+    _Guard(lambda h: h.kept_after_race, "asyncsched_overcommit_guard_kept_after_race",
+           "Raced claims whose providers fit again after the pause (kept).", counter=True),
+    _Guard(lambda h: h.backed_out, "asyncsched_overcommit_guard_backed_out",
+           "Raced claims still over capacity, backed out to decide the instance again.",
+           counter=True),
+    _Guard(lambda h: h.foreign_over, "asyncsched_overcommit_guard_foreign_over",
+           "Providers found over capacity in resource classes the claim does not use.",
+           counter=True),
+    _Guard(lambda h: h.unchecked, "asyncsched_overcommit_guard_unchecked",
+           "Provider usages the guard could not read (claim kept as Placement accepted it).",
+           counter=True),
+))
+PENDING = Part[PendingHealth](_pending, (
+    _Pending(lambda h: h.pending, "asyncsched_placement_pending_rollbacks",
+             "Rollbacks Placement could not take yet, journaled and retried."),
+    _Pending(lambda h: h.oldest_age_s, "asyncsched_placement_pending_rollback_oldest_age_seconds",
+             "Age of the oldest pending rollback (absent while none is pending)."),
+    _Pending(lambda h: h.done, "asyncsched_placement_pending_rollbacks_done",
+             "Pending rollbacks completed once Placement answered.", counter=True),
+    _Pending(lambda h: h.dropped, "asyncsched_placement_pending_rollbacks_dropped",
+             "Pending rollbacks left alone: the consumer holds other allocations by then.",
+             counter=True),
+))
+HOST_STATE = Part[HostStateHealth](lambda s: s.part("hoststate", HostStateHealth), (
+    _HostState(lambda h: h.hosts, "asyncsched_host_state_hosts", "Compute nodes in the cache."),
+    _HostState(lambda h: h.assumed, "asyncsched_host_state_assumed",
                "Claimed consumptions not yet reported by the computes."),
-        _c("full_resyncs", "asyncsched_host_state_full_resyncs", "Full reloads of a cell."),
-    ),
-    "placement_mirror": (
-        Scalar("age_s", "asyncsched_placement_mirror_age_seconds",
-               "Seconds since the mirror last read Placement's database (its lag behind it)."),
-        Scalar("serving", "asyncsched_placement_mirror_serving",
-               "1 while candidates may come from the mirror."),
-        Scalar("refresh_ms_last", "asyncsched_placement_mirror_refresh_seconds",
-               "Duration of the last mirror refresh.", scale=0.001),
-        _c("refreshes", "asyncsched_placement_mirror_refreshes", "Mirror refreshes."),
-        Scalar("providers_over_capacity", "asyncsched_placement_mirror_providers_over_capacity",
-               "Providers whose allocations exceed their capacity now, whoever claimed them."),
-        _c("over_capacity_found", "asyncsched_placement_mirror_over_capacity_found",
-           "Providers seen going over capacity."),
-        _c("refresh_failures", "asyncsched_placement_mirror_refresh_failures",
-           "Mirror refreshes that failed."),
-    ),
-}  # fmt: skip
+    _HostState(lambda h: h.full_resyncs, "asyncsched_host_state_full_resyncs",
+               "Full reloads of a cell.", counter=True),
+))
+MIRROR = Part[MirrorHealth](lambda s: s.part("placement_mirror", MirrorHealth), (
+    _Mirror(lambda h: h.age_s, "asyncsched_placement_mirror_age_seconds",
+            "Seconds since the mirror last read Placement's database (its lag behind it)."),
+    _Mirror(lambda h: h.serving, "asyncsched_placement_mirror_serving",
+            "1 while candidates may come from the mirror."),
+    _Mirror(lambda h: h.refresh_ms_last, "asyncsched_placement_mirror_refresh_seconds",
+            "Duration of the last mirror refresh.", scale=0.001),
+    _Mirror(lambda h: h.refreshes, "asyncsched_placement_mirror_refreshes", "Mirror refreshes.",
+            counter=True),
+    _Mirror(lambda h: h.providers_over_capacity,
+            "asyncsched_placement_mirror_providers_over_capacity",
+            "Providers whose allocations exceed their capacity now, whoever claimed them."),
+    _Mirror(lambda h: h.over_capacity_found, "asyncsched_placement_mirror_over_capacity_found",
+            "Providers seen going over capacity.", counter=True),
+    _Mirror(lambda h: h.refresh_failures, "asyncsched_placement_mirror_refresh_failures",
+            "Mirror refreshes that failed.", counter=True),
+))
+PARTS: tuple[Part[Any], ...] = (RPC, PLACEMENT, GUARD, PENDING, HOST_STATE, MIRROR)
+# fmt: on
 
 
 class HealthCollector(Collector):
     """Metric families read from ``Service.health()`` at scrape time.
 
     Components report counters in their health snapshots already; this only renames them
-    (``SCALARS``), plus the per-database host-state families and the candidate sources.
+    (``PARTS``), plus the per-database host-state families and the candidate sources.
     """
 
     def __init__(self, health: HealthSource) -> None:
@@ -286,38 +344,18 @@ class HealthCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self._health()
-        comps: Mapping[str, Any] = snapshot.get("components") or {}
         yield GaugeMetricFamily(
             "asyncsched_up",
             "1 while the service is running (0 starting/stopping).",
-            value=1 if snapshot.get("state") == "running" else 0,
+            value=1 if snapshot.state == "running" else 0,
         )
-        for path, scalars in SCALARS.items():
-            part: Any = comps
-            for step in path.split("."):
-                part = _usable(part.get(step)) if part is not None else None
-            if part is not None:
-                yield from _scalars(part, scalars)
-        yield from _databases(_usable(comps.get("hoststate")))
-        yield from _candidates(_usable(comps.get("candidates")))
+        for part in PARTS:
+            yield from part.collect(snapshot)
+        yield from _databases(snapshot.part("hoststate", HostStateHealth))
+        yield from _candidates(snapshot.part("candidates", CandidatesHealth))
 
 
-def _usable(part: Any) -> Mapping[str, Any] | None:
-    return part if isinstance(part, Mapping) and "error" not in part else None
-
-
-def _scalars(part: Mapping[str, Any], scalars: Iterable[Scalar]) -> Iterator[Metric]:
-    for s in scalars:
-        value: Any = part
-        for step in s.key.split("."):
-            value = value.get(step) if isinstance(value, Mapping) else None
-        if s.counter:
-            yield CounterMetricFamily(s.name, s.doc, value=float(value or 0) * s.scale)
-        elif value is not None:
-            yield GaugeMetricFamily(s.name, s.doc, value=float(value) * s.scale)
-
-
-def _databases(cache: Mapping[str, Any] | None) -> Iterator[Metric]:
+def _databases(cache: HostStateHealth | None) -> Iterator[Metric]:
     """Per database (a cell's name, or ``api``): age of the last good read, failures, stale."""
     if cache is None:
         return
@@ -336,17 +374,17 @@ def _databases(cache: Mapping[str, Any] | None) -> Iterator[Metric]:
         "1 while a database is failing or not loaded (decisions use its last good state).",
         labels=["cell"],
     )
-    dbs = [("api", cache.get("api") or {})]
-    dbs += [(c.get("name") or u, c) for u, c in sorted((cache.get("cells") or {}).items())]
+    dbs: list[tuple[str, DatabaseHealth]] = [("api", cache.api)]
+    dbs += [(c.name or u, c) for u, c in sorted(cache.cells.items())]
     for name, db in dbs:
-        if db.get("age") is not None:
-            age.add_metric([name], db["age"])
-        failing.add_metric([name], db.get("consecutive_failures", 0))
-        stale.add_metric([name], int(bool(db.get("stale"))))
+        if db.age is not None:
+            age.add_metric([name], db.age)
+        failing.add_metric([name], db.consecutive_failures)
+        stale.add_metric([name], int(db.stale))
     yield from (age, failing, stale)
 
 
-def _candidates(candidates: Mapping[str, Any] | None) -> Iterator[Metric]:
+def _candidates(candidates: CandidatesHealth | None) -> Iterator[Metric]:
     """Where allocation candidates came from, when a candidate source is configured."""
     if candidates is None:
         return
@@ -357,7 +395,7 @@ def _candidates(candidates: Mapping[str, Any] | None) -> Iterator[Metric]:
         labels=["source"],
     )
     for source in ("mirror", "placement"):
-        paths.add_metric([source], (candidates.get("paths") or {}).get(source, 0))
+        paths.add_metric([source], candidates.paths.get(source, 0))
     yield paths
 
 

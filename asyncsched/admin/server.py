@@ -21,14 +21,15 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from asyncsched.admin.readiness import ReadyLimits, not_ready_reasons
+from asyncsched.common.health import ServiceHealth, Snapshot
 from asyncsched.conf.listen import ListenAddress
 from asyncsched.conf.redact import mask_secrets, mask_tree
 from asyncsched.exceptions import ConfigError
@@ -40,7 +41,7 @@ PROBE_CACHE_S = 1.0  # one Placement probe serves every /readyz within this many
 SHUTDOWN_TIMEOUT = 2.0  # an admin client still connected at close gets this long
 MAX_HEADER_BYTES = 65536  # a longer header line is refused by aiohttp's parser (400)
 
-HealthSource = Callable[[], Mapping[str, Any]]
+HealthSource = Callable[[], ServiceHealth]
 PlacementProbe = Callable[[], Awaitable[None]]
 
 
@@ -112,6 +113,18 @@ def read_token(path: str | None) -> str | None:
     if not token:
         raise ConfigError(f"[asyncsched] admin_token_file {path} is empty")
     return token
+
+
+@dataclass(frozen=True, slots=True)
+class AdminHealth(Snapshot):
+    """``AdminServer.health()``: where it listens, how it guards, requests and refusals."""
+
+    listen: str
+    serving: bool
+    token_required: bool
+    tls: bool
+    requests: int
+    denied: int  # refused for a missing or wrong token
 
 
 class AdminServer:
@@ -203,15 +216,15 @@ class AdminServer:
             await self._runner.cleanup()
             self._runner = None
 
-    def health(self) -> Mapping[str, Any]:
-        return {
-            "listen": f"{self._listen.host}:{self._port or self._listen.port}",
-            "serving": self._runner is not None,
-            "token_required": self._token is not None,
-            "tls": self._tls is not None,
-            "requests": self._requests,
-            "denied": self._denied,
-        }
+    def health(self) -> AdminHealth:
+        return AdminHealth(
+            listen=f"{self._listen.host}:{self._port or self._listen.port}",
+            serving=self._runner is not None,
+            token_required=self._token is not None,
+            tls=self._tls is not None,
+            requests=self._requests,
+            denied=self._denied,
+        )
 
     @property
     def port(self) -> int | None:
@@ -248,16 +261,16 @@ class AdminServer:
 
     async def _status(self, request: web.Request) -> web.Response:
         snapshot, reasons = await self._verdict()
-        doc = mask_tree({**snapshot, "ready": not reasons, "not_ready": reasons})
+        doc = mask_tree({**snapshot.as_json(), "ready": not reasons, "not_ready": reasons})
         return web.Response(
             text=json.dumps(doc, default=str, sort_keys=True), content_type="application/json"
         )
 
-    async def _verdict(self) -> tuple[Mapping[str, Any], list[str]]:
+    async def _verdict(self) -> tuple[ServiceHealth, list[str]]:
         """The snapshot and why it is not ready. Placement is only probed while running:
         before start() the client has no session, and the state already says why."""
         snapshot = self._health()
-        running = snapshot.get("state") == "running"
+        running = snapshot.state == "running"
         placement_error = await self._placement_error() if running else None
         return snapshot, not_ready_reasons(snapshot, self._limits, placement_error)
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from asyncsched.common.health import Snapshot
 from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError
@@ -108,6 +109,18 @@ def encode(msg: Mapping[str, Any], driver: str) -> bytes:
     return json.dumps(msg, default=list).encode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class NotifierHealth(Snapshot):
+    """``SchedulerNotifier.health()``: events queued, sent, failed (payload), dropped (full)."""
+
+    enabled: bool
+    pending: int
+    sent: int
+    failed: int
+    dropped: int
+    last_error: str | None
+
+
 class SchedulerNotifier:
     """The notifier the scheduler manager is given; a component (start, close, health)."""
 
@@ -182,13 +195,15 @@ class SchedulerNotifier:
             await self._publisher.close()
             self._publisher = None
 
-    def health(self) -> Mapping[str, Any]:
-        return {
-            "enabled": self.enabled,
-            "pending": self._queue.qsize(),
-            **self.stats,
-            "last_error": self._last_error,
-        }
+    def health(self) -> NotifierHealth:
+        return NotifierHealth(
+            enabled=self.enabled,
+            pending=self._queue.qsize(),
+            sent=self.stats["sent"],
+            failed=self.stats["failed"],
+            dropped=self.stats["dropped"],
+            last_error=self._last_error,
+        )
 
     async def _run(self) -> None:
         while True:

@@ -46,6 +46,7 @@ from asyncsched.placement.errors import (
     error_detail,
     fails_any_call,
 )
+from asyncsched.placement.health import PlacementHealth
 from asyncsched.placement.microversions import (
     CANDIDATES_VERSION,
     CONSUMER_GENERATION_VERSION,
@@ -243,32 +244,29 @@ class PlacementClient(StartClose):
     def supports(self, version: str) -> bool:
         return self.max_version is not None and at_least(self.max_version, version)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> PlacementHealth:
         s = self._stats
-        return {
-            "endpoint": self.endpoint,
-            "started": self.max_version is not None and self._session is not None,
-            "max_version": self.max_version,
-            "calls": s.calls,
-            "errors": s.errors,
-            "claims": s.claims,
-            "claim_conflicts": s.claim_conflicts,
-            "claims_failed": s.claims_failed,
-            "deletes": s.deletes,
-            "delete_failures": s.delete_failures,
-            "fenced": s.fenced,
-            "last_error": s.last_error,
-            "last_error_age_s": None
-            if s.last_error_at is None
-            else round(time.monotonic() - s.last_error_at, 3),
-            "last_ok_age_s": None
-            if s.last_ok_at is None
-            else round(time.monotonic() - s.last_ok_at, 3),
-            "last_duration_ms": {k: round(v * 1000, 2) for k, v in s.durations.items()},
-            "claim_batches": None if self._coalescer is None else asdict(self._coalescer.stats),
-            "overcommit_guard": None if self.guard is None else self.guard.health(),
-            "pending_rollbacks": None if self.pending is None else self.pending.health(),
-        }
+        now = time.monotonic()
+        return PlacementHealth(
+            endpoint=self.endpoint,
+            started=self.max_version is not None and self._session is not None,
+            max_version=self.max_version,
+            calls=s.calls,
+            errors=s.errors,
+            claims=s.claims,
+            claim_conflicts=s.claim_conflicts,
+            claims_failed=s.claims_failed,
+            deletes=s.deletes,
+            delete_failures=s.delete_failures,
+            fenced=s.fenced,
+            last_error=s.last_error,
+            last_error_age_s=None if s.last_error_at is None else round(now - s.last_error_at, 3),
+            last_ok_age_s=None if s.last_ok_at is None else round(now - s.last_ok_at, 3),
+            last_duration_ms={k: round(v * 1000, 2) for k, v in s.durations.items()},
+            claim_batches=None if self._coalescer is None else asdict(self._coalescer.stats),
+            overcommit_guard=None if self.guard is None else self.guard.health(),
+            pending_rollbacks=None if self.pending is None else self.pending.health(),
+        )
 
     # ---- transport ----
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncsched.exceptions import AllocationDeleteFailed, PlacementError
+from asyncsched.placement.health import GuardHealth
 from asyncsched.placement.usage import ProviderUsage, UsageSource
 
 LOG = logging.getLogger(__name__)
@@ -129,16 +130,16 @@ class OvercommitGuard:
                 out[rp] = ours
         return out
 
-    def health(self) -> dict[str, int]:
+    def health(self) -> GuardHealth:
         s = self.stats
-        return {
-            "confirmed": s.confirmed,
-            "raced": s.raced,
-            "backed_out": s.backed_out,
-            "kept_after_race": s.kept_after_race,
-            "foreign_over": s.foreign_over,
-            "unchecked": s.unchecked,
-        }
+        return GuardHealth(
+            confirmed=s.confirmed,
+            raced=s.raced,
+            backed_out=s.backed_out,
+            kept_after_race=s.kept_after_race,
+            foreign_over=s.foreign_over,
+            unchecked=s.unchecked,
+        )
 
 
 def _excess(excess: Mapping[str, int], usage: ProviderUsage | None = None) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.exceptions import PlacementError
+from asyncsched.placement.health import PendingHealth
 
 LOG = logging.getLogger(__name__)
 
@@ -329,13 +330,13 @@ class PendingRollbacks:
             time.time() - entry.since,
         )
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> PendingHealth:
         oldest = min((e.since for e in self._pending.values()), default=None)
-        return {
-            "pending": len(self._pending),
-            "oldest_age_s": None if oldest is None else round(time.time() - oldest, 1),
-            "done": self.done,
-            "dropped": self.dropped,
-            "journal": None if self.journal.path is None else str(self.journal.path),
-            "last_error": self.last_error,
-        }
+        return PendingHealth(
+            pending=len(self._pending),
+            oldest_age_s=None if oldest is None else round(time.time() - oldest, 1),
+            done=self.done,
+            dropped=self.dropped,
+            journal=None if self.journal.path is None else str(self.journal.path),
+            last_error=self.last_error,
+        )

@@ -33,11 +33,12 @@ import os
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
 
 from aio_pika.abc import AbstractIncomingMessage
 
 from asyncsched.common.backoff import Backoff
+from asyncsched.common.health import Snapshot
 from asyncsched.common.pacing import Pacer
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.common.tasks import cancel_and_wait
@@ -58,6 +59,28 @@ from asyncsched.rpc.topology import QueueDecl, Topology, build_topology, prefetc
 # Lines logged while a request is handled carry its ids through asyncsched.logs; the messages
 # below also name the request id so they stand alone in any log format.
 LOG = logging.getLogger("asyncsched.rpc")
+
+
+@dataclass(frozen=True, slots=True)
+class RPCHealth(Snapshot):
+    """``RPCServer.health()``: the link to RabbitMQ, work in flight, the message counters."""
+
+    connected: bool
+    accepting: bool  # the consumers take messages
+    broker: str | None  # redacted
+    virtual_host: str
+    queues: list[str]
+    prefetch: int
+    in_flight: int
+    active_calls: int
+    reply_cache: int
+    cast_cache: int
+    reply_cache_bytes: int
+    held_bytes: int
+    replies_pending: int
+    last_error: str | None
+    # received, redelivered, malformed, ...: each appears at its first increment
+    stats: dict[str, int]
 
 
 class RPCServer:
@@ -180,25 +203,25 @@ class RPCServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._link.close()
 
-    def health(self) -> dict[str, Any]:
-        """A JSON-able snapshot for the health endpoint / file."""
-        return {
-            "connected": self._link.connected,
-            "accepting": self._link.consuming,
-            "broker": None if self._link.broker is None else self._link.broker.redacted(),
-            "virtual_host": self._url.virtual_host,
-            "queues": [q.name for q in self._topology.queues],
-            "prefetch": self._prefetch,
-            "in_flight": sum(1 for t in self._tasks if not t.done()),
-            "active_calls": self._active_calls,
-            "reply_cache": len(self._cache),
-            "cast_cache": len(self._cast_cache),
-            "reply_cache_bytes": self._cache.bytes,
-            "held_bytes": self._held.held,
-            "replies_pending": len(self._late),
-            "last_error": self._link.last_error,
-            "stats": dict(self.stats),
-        }
+    def health(self) -> RPCHealth:
+        """A snapshot for the health endpoint / file."""
+        return RPCHealth(
+            connected=self._link.connected,
+            accepting=self._link.consuming,
+            broker=None if self._link.broker is None else self._link.broker.redacted(),
+            virtual_host=self._url.virtual_host,
+            queues=[q.name for q in self._topology.queues],
+            prefetch=self._prefetch,
+            in_flight=sum(1 for t in self._tasks if not t.done()),
+            active_calls=self._active_calls,
+            reply_cache=len(self._cache),
+            cast_cache=len(self._cast_cache),
+            reply_cache_bytes=self._cache.bytes,
+            held_bytes=self._held.held,
+            replies_pending=len(self._late),
+            last_error=self._link.last_error,
+            stats=dict(self.stats),
+        )
 
     @property
     def topology(self) -> Topology:

@@ -2,7 +2,7 @@
 
 Why a fingerprint: these tables change rarely, so each pass first reads one row of counts,
 newest timestamps and id sums, and re-reads only the tables whose part changed. The cache
-applies what was read (``HostStateCache._apply_cells`` etc.) in the same order.
+applies what was read (``Refresher._apply_cells`` etc.) in the same order.
 """
 
 from __future__ import annotations

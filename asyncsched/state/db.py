@@ -88,6 +88,7 @@ class NovaDatabase:
         self.dsn = self.parsed.asyncpg_dsn
         self.sql: Queries = QUERIES[self.parsed.dialect]
         self._host = 0  # the address tried first (several: a Galera cluster)
+        self._opening = False
         self.pool_size = pool_size
         self.query_timeout = query_timeout
         self.reconnect_max = reconnect_max
@@ -137,12 +138,14 @@ class NovaDatabase:
         async with self._pool_lock:
             if self._pool is None:
                 size, timeout = self.pool_size, self.query_timeout
+                self._opening = True  # a failure to open moves on to the next address too
                 if self.parsed.dialect == "mysql":
                     self._pool = await MysqlPool.open(
                         self.parsed, size=size, query_timeout=timeout, host=self._host
                     )
                 else:
                     self._pool = await PgPool.open(self.parsed, size=size, query_timeout=timeout)
+                self._opening = False
             return self._pool
 
     @property
@@ -192,8 +195,10 @@ class NovaDatabase:
     async def _discard_pool(self) -> None:
         """Drop the pool after a failure; the next one goes to the next address, if any."""
         pool, self._pool = self._pool, None
-        if len(self.parsed.hosts) > 1:
+        # once per failed pool: reads that failed together move it one address on, not more
+        if (pool is not None or self._opening) and len(self.parsed.hosts) > 1:
             self._host = (self._host + 1) % len(self.parsed.hosts)
+        self._opening = False
         if pool is not None:
             pool.terminate()
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.health import FreshHealth, HeldServices
 from asyncsched.state.host_state import ServiceInfo
 from asyncsched.state.index import apply_services
 from asyncsched.state.readers import read_stamped
@@ -127,16 +128,14 @@ class FreshState:
     last_error: str | None = None
     shared: SharedRead | None = None
 
-    def health(self, now: float) -> dict[str, Any]:
-        return {
-            "ok": now >= self.retry_at,
-            "last_error": self.last_error,
-            "held": {
-                "disabled": len(self.disabled),
-                "forced_down": len(self.forced),
-                "silent": len(self.silent),
-            },
-        }
+    def health(self, now: float) -> FreshHealth:
+        return FreshHealth(
+            ok=now >= self.retry_at,
+            last_error=self.last_error,
+            held=HeldServices(
+                disabled=len(self.disabled), forced_down=len(self.forced), silent=len(self.silent)
+            ),
+        )
 
 
 async def refresh_held(
@@ -198,7 +197,9 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     if not rows:
         raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
     changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
-    read = await read_stamped(cell.db, index, changed, seen=fresh.mark)
+    # every row of the look-back window whole: a writer's stamp (whole seconds on MySQL) may
+    # equal the one applied yet belong to a later write, committed after the last read
+    read = await read_stamped(cell.db, index, changed, seen=fresh.mark - FRESH_OVERLAP)
     dirty, swapped = apply_services(index, read.rows)
     index.service_stamps.update(read.stamps)
     for _, _, svc in read.rows:

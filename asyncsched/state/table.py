@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from asyncsched.state import assumptions
 from asyncsched.state.api import AggregateIndex
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.fresh import FreshState
+from asyncsched.state.health import CellHealth, DatabaseHealth, ImagePropsHealth
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.images import CellImages, ImageProps, PropsRead
 from asyncsched.state.index import CellIndex, diff_changes, diff_full
@@ -52,39 +53,49 @@ class Cell:
     def uuid(self) -> str:
         return self.mapping.uuid
 
-    def health(self, now: float, image_props_wanted: bool) -> dict[str, Any]:
-        h = db_health(self.db, self.loaded, now)
-        h.update(
+    def health(self, now: float, image_props_wanted: bool) -> CellHealth:
+        db = db_health(self.db, self.loaded, now)
+        return CellHealth(
+            **{f.name: getattr(db, f.name) for f in fields(DatabaseHealth)},
             name=self.mapping.name,
             hosts=len(self.table),
             last_full_age=None if self.last_full is None else round(now - self.last_full, 3),
-            image_props={
-                "wanted": image_props_wanted,
-                "loaded": self.index.image_props_loaded,
-                "instances": len(self.index.image_props),
-                "images": len(self.images.pool.by_value),
-                "last_error": self.images.error,
-            },
+            image_props=ImagePropsHealth(
+                wanted=image_props_wanted,
+                loaded=self.index.image_props_loaded,
+                instances=len(self.index.image_props),
+                images=len(self.images.pool.by_value),
+                last_error=self.images.error,
+            ),
             services_fresh=self.fresh.health(now),
         )
-        return h
 
 
-def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> dict[str, Any]:
+def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> DatabaseHealth:
     """Staleness, age and retry state of one database for ``health()``."""
     if db is None:
-        return {"stale": True, "age": None, "loaded": False, "last_error": None}
-    return {
-        "stale": db.failures > 0 or not loaded,
-        "age": None if db.last_ok is None else round(now - db.last_ok, 3),
-        "loaded": loaded,
-        "consecutive_failures": db.failures,
-        "read_failures": db.read_failures,
-        "down_for": None if db.failed_since is None else round(now - db.failed_since, 3),
-        "retry_in": round(db.retry_delay, 3),
-        "last_error": db.last_error,
-        "address": db.address,
-    }
+        return DatabaseHealth(
+            stale=True,
+            age=None,
+            loaded=False,
+            consecutive_failures=0,
+            read_failures=0,
+            down_for=None,
+            retry_in=None,
+            last_error=None,
+            address=None,
+        )
+    return DatabaseHealth(
+        stale=db.failures > 0 or not loaded,
+        age=None if db.last_ok is None else round(now - db.last_ok, 3),
+        loaded=loaded,
+        consecutive_failures=db.failures,
+        read_failures=db.read_failures,
+        down_for=None if db.failed_since is None else round(now - db.failed_since, 3),
+        retry_in=round(db.retry_delay, 3),
+        last_error=db.last_error,
+        address=db.address,
+    )
 
 
 @dataclass(eq=False)

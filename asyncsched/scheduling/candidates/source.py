@@ -14,9 +14,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from asyncsched.common.health import Snapshot
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.claims import TakesOver
 from asyncsched.placement.microversions import CANDIDATES_VERSION
@@ -31,6 +32,20 @@ LOG = logging.getLogger(__name__)
 
 MIRROR = "mirror"
 PLACEMENT = "placement"
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatesHealth(Snapshot):
+    """``CandidateSource.health()``: where allocation candidates come from, and why."""
+
+    source: str  # MIRROR or PLACEMENT
+    why_not_mirror: str | None
+    paths: dict[str, int]  # lookups by source: {"mirror": n, "placement": n}
+    fallback_reasons: dict[str, int]
+    last_path: str | None
+    last_local_ms: float
+    get_calls: int
+    get_shared: int
 
 
 class CandidateSource:
@@ -161,18 +176,18 @@ class CandidateSource:
             if self.mirror is not None:
                 self.mirror.note_released(uuids)
 
-    def health(self) -> Mapping[str, Any]:
+    def health(self) -> CandidatesHealth:
         serving, why = (False, "no mirror configured")
         if self.mirror is not None:
             state, why = self.mirror.serving()
             serving = state is not None
-        return {
-            "source": MIRROR if serving else PLACEMENT,
-            "why_not_mirror": None if serving else why,
-            "paths": dict(self.paths),
-            "fallback_reasons": dict(self.reasons.most_common(8)),
-            "last_path": self.last_path,
-            "last_local_ms": round(self._local_ms, 2),
-            "get_calls": self._flight.calls,
-            "get_shared": self._flight.shared,
-        }
+        return CandidatesHealth(
+            source=MIRROR if serving else PLACEMENT,
+            why_not_mirror=None if serving else why,
+            paths=dict(self.paths),
+            fallback_reasons=dict(self.reasons.most_common(8)),
+            last_path=self.last_path,
+            last_local_ms=round(self._local_ms, 2),
+            get_calls=self._flight.calls,
+            get_shared=self._flight.shared,
+        )

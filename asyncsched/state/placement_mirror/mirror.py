@@ -23,6 +23,7 @@ from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.db import close_or_terminate
+from asyncsched.state.health import MirrorHealth
 from asyncsched.state.placement_mirror.connection import MirrorConnection, connect
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
@@ -299,31 +300,31 @@ class PlacementMirror:
                     acc[rc] = acc.get(rc, 0) + n
         return out
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> MirrorHealth:
         s = self._stats
         state, why = self.serving()
         age = self.age
         timings = sorted(s.timings)
-        return {
-            "database": self.redacted,
-            "serving": state is not None,
-            "reason": why or None,
-            "providers": 0 if self.state is None else len(self.state.providers),
-            "age_s": None if age is None else round(age, 3),
-            "interval_s": self.interval,
-            "max_age_s": self.max_age,
-            "load_ms": None if s.load_ms is None else round(s.load_ms, 1),
-            "refreshes": s.refreshes,
-            "on_demand_refreshes": s.on_demand,
-            "refresh_failures": s.failures,
-            "refresh_ms_last": round(s.last_ms, 2),
-            "refresh_ms_p50": round(timings[len(timings) // 2], 2) if timings else None,
-            "refresh_ms_max": round(s.max_ms, 2),
-            "last_changed_providers": s.last_changed,
-            "last_allocation_rows_moved": s.last_rows_moved,
-            "pending_claims": len(self._pending),
-            "last_error": s.last_error,
-            "guard_usage_queries": self.usage.queries,  # the overcommit guard's reads
-            "providers_over_capacity": len(self._over),
-            "over_capacity_found": s.over_capacity_found,
-        }
+        return MirrorHealth(
+            database=self.redacted,
+            serving=state is not None,
+            reason=why or None,
+            providers=0 if self.state is None else len(self.state.providers),
+            age_s=None if age is None else round(age, 3),
+            interval_s=self.interval,
+            max_age_s=self.max_age,
+            load_ms=None if s.load_ms is None else round(s.load_ms, 1),
+            refreshes=s.refreshes,
+            on_demand_refreshes=s.on_demand,
+            refresh_failures=s.failures,
+            refresh_ms_last=round(s.last_ms, 2),
+            refresh_ms_p50=round(timings[len(timings) // 2], 2) if timings else None,
+            refresh_ms_max=round(s.max_ms, 2),
+            last_changed_providers=s.last_changed,
+            last_allocation_rows_moved=s.last_rows_moved,
+            pending_claims=len(self._pending),
+            last_error=s.last_error,
+            guard_usage_queries=self.usage.queries,  # the overcommit guard's reads
+            providers_over_capacity=len(self._over),
+            over_capacity_found=s.over_capacity_found,
+        )

@@ -13,15 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from asyncsched.cli import build_parser, sources_from_args
+from asyncsched.common.health import Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import load
 from asyncsched.conf.options import Config
 from asyncsched.logs import setup_logging
 from asyncsched.service import Service
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight(Snapshot):
+    inflight: int
 
 
 class WorkServer:
@@ -71,8 +77,8 @@ class WorkServer:
     def reconfigure(self, config: Config) -> None:
         self.config = config
 
-    def health(self) -> Mapping[str, Any]:
-        return {"inflight": len(self._inflight)}
+    def health(self) -> InFlight:
+        return InFlight(inflight=len(self._inflight))
 
 
 def main() -> int:

@@ -131,10 +131,11 @@ async def test_concurrent_requests_share_reads(hosts: dict[str, Any]) -> None:
 async def test_a_cut_cell_database_is_answered_from_the_cache(hosts: dict[str, Any]) -> None:
     db: NovaDB = hosts["db"]
     c1 = hosts["c1"]
-    with tcp_proxy("127.0.0.1", 5432) as proxy:
+    mysql = is_mysql(db)
+    with tcp_proxy("127.0.0.1", 3306 if mysql else 5432) as proxy:
         await db.api_execute(
             "UPDATE cell_mappings SET database_connection = $1 WHERE uuid = $2",
-            url_for(c1.dbname, port=proxy.port),
+            url_for(c1.dbname, port=proxy.port, backend="mysql" if mysql else "postgresql"),
             c1.uuid,
         )
         cfg = config(db, db_query_timeout=5)

@@ -199,7 +199,7 @@ async def test_instance_learnt_from_a_cast_gets_its_image_props(env: dict[str, A
         await age(db, cell, late)
         await cache.refresh()
         assert late not in images(a)  # too old for the incremental pass
-        await cache.sync_instance_info("img-a", [env["a1"], env["a2"], late])
+        await cache.events.sync_instance_info("img-a", [env["a1"], env["a2"], late])
         await until(lambda: late in images(a), "the re-read of img-a")
         assert images(a)[late] == FEDORA
 

@@ -26,6 +26,7 @@ from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.report import capacity_text
 from asyncsched.admin.server import AdminServer, check_exposure, tls_context, token_matches
 from asyncsched.cli import EX_CONFIG, main
+from asyncsched.common.health import ServiceHealth
 from asyncsched.conf.listen import ListenAddress, parse_listen
 from asyncsched.exceptions import ConfigError
 from asyncsched.scheduling.capacity import capacity as REAL_CAPACITY
@@ -39,7 +40,7 @@ TOKEN = "s3cret-t0ken"
 def server(listen: ListenAddress, token: str | None = TOKEN, **kw: Any) -> AdminServer:
     return AdminServer(
         listen,
-        health=lambda: {"state": "running"},
+        health=lambda: ServiceHealth("running", {}),
         limits=ReadyLimits(max_state_age=30.0),
         registry=CollectorRegistry(),
         token=token,

@@ -4,17 +4,17 @@ component is still starting, and while the service drains."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer
+from asyncsched.common.health import Snapshot
 from asyncsched.conf.listen import ListenAddress
 from asyncsched.conf.options import Config
 from asyncsched.service import Service
+from tests.support.health import Nothing
 
 
 class Gate:
@@ -39,8 +39,8 @@ class Gate:
     async def close(self) -> None:
         return None
 
-    def health(self) -> Mapping[str, Any]:
-        return {}
+    def health(self) -> Snapshot:
+        return Nothing()
 
 
 async def readyz(port: int | None) -> tuple[int, str]:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from asyncsched.admin.metrics import SCALARS, build_registry
-from asyncsched.placement.overcommit import OvercommitGuard
-from asyncsched.placement.pending import Journal, PendingRollbacks
+from asyncsched.admin.metrics import GUARD, PENDING, Part, build_registry
+from asyncsched.common.health import ServiceHealth
+from asyncsched.placement.health import GuardHealth, PendingHealth, PlacementHealth
+from asyncsched.rpc.server import RPCHealth
+from tests.support import health
 
 from .snapshots import exercised_registry, full_snapshot
+
+S = TypeVar("S", GuardHealth, PendingHealth)
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -28,7 +33,8 @@ def value(got: dict[Any, float], name: str, **labels: str) -> float:
 
 def test_counters_components_keep_are_read_at_scrape_time() -> None:
     snap = full_snapshot()
-    registry, _ = build_registry(lambda: snap)
+    shown = [snap]
+    registry, _ = build_registry(lambda: shown[0])
     got = samples(generate_latest(registry))
     assert value(got, "asyncsched_up") == 1
     assert value(got, "asyncsched_rpc_messages_received_total") == 11
@@ -53,15 +59,19 @@ def test_counters_components_keep_are_read_at_scrape_time() -> None:
     assert value(got, "asyncsched_placement_pending_rollbacks_done_total") == 7
     assert value(got, "asyncsched_placement_pending_rollbacks_dropped_total") == 1
     # A later scrape sees the new values: nothing is cached.
-    snap["components"]["rpc"]["stats"]["received"] = 12
-    snap["state"] = "stopping"
+    rpc = snap.part("rpc", RPCHealth)
+    assert rpc is not None
+    shown[0] = health.with_part(
+        ServiceHealth("stopping", snap.components),
+        rpc=replace(rpc, stats={**rpc.stats, "received": 12}),
+    )
     got = samples(generate_latest(registry))
     assert value(got, "asyncsched_rpc_messages_received_total") == 12
     assert value(got, "asyncsched_up") == 0
 
 
 def test_absent_or_broken_components_yield_nothing() -> None:
-    snap = {"state": "starting", "components": {"rpc": {"error": "RuntimeError()"}}}
+    snap = health.service("starting", rpc=health.failed("RuntimeError()"))
     registry, _ = build_registry(lambda: snap)
     names = {name for name, _ in samples(generate_latest(registry))}
     assert not any(n.startswith(("asyncsched_rpc_", "asyncsched_placement_mirror")) for n in names)
@@ -105,9 +115,14 @@ def test_guard_off_and_nothing_pending_export_no_guard_series_and_no_age() -> No
     """The guard disabled (health None): no guard series at all, rather than zeros; no
     rollback pending: the count is 0 and the age series is absent (nothing to be old)."""
     snap = full_snapshot()
-    placement = snap["components"]["placement"]
-    placement["overcommit_guard"] = None
-    placement["pending_rollbacks"].update(pending=0, oldest_age_s=None)
+    placement = snap.part("placement", PlacementHealth)
+    assert placement is not None and placement.pending_rollbacks is not None
+    placement = replace(
+        placement,
+        overcommit_guard=None,
+        pending_rollbacks=replace(placement.pending_rollbacks, pending=0, oldest_age_s=None),
+    )
+    snap = health.with_part(snap, placement=placement)
     registry, _ = build_registry(lambda: snap)
     got = samples(generate_latest(registry))
     names = {name for name, _ in got}
@@ -118,13 +133,16 @@ def test_guard_off_and_nothing_pending_export_no_guard_series_and_no_age() -> No
 
 
 def test_every_number_the_guard_and_the_rollbacks_report_is_exported() -> None:
-    """The real ``health()`` of both: a counter added there and not here shows up."""
-    guard = OvercommitGuard(cast(Any, None), cast(Any, None)).health()
-    pending = PendingRollbacks(cast(Any, None), Journal(None)).health()
-    for path, health in (
-        ("placement.overcommit_guard", guard),
-        ("placement.pending_rollbacks", pending),
-    ):
-        numbers = {k for k, v in health.items() if isinstance(v, int | float) or v is None}
-        numbers -= {"journal", "last_error"}  # text, not numbers
-        assert numbers == {s.key for s in SCALARS[path]}, path
+    """Each number of both snapshots is read by one of their metrics: a field added there
+    and not exported here shows up (every field set to a different number)."""
+    _every_number_read(GUARD, GuardHealth)
+    _every_number_read(PENDING, PendingHealth)
+
+
+def _every_number_read(part: Part[S], kind: type[S]) -> None:
+    text = {"journal", "last_error"}
+    numbers = [f.name for f in fields(kind) if f.name not in text]
+    values: dict[str, Any] = {name: i for i, name in enumerate(numbers, 1)}
+    texts: dict[str, Any] = {f.name: None for f in fields(kind) if f.name in text}
+    snap = kind(**values, **texts)
+    assert {s.get(snap) for s in part.scalars} == set(values.values()), kind

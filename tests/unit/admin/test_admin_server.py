@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +16,31 @@ from prometheus_client import CollectorRegistry, Counter
 
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer, read_token
+from asyncsched.common.health import ServiceHealth
 from asyncsched.conf.listen import ListenAddress
 from asyncsched.exceptions import ConfigError
+from tests.support import health
 
 LIMITS = ReadyLimits(max_state_age=30.0)
 
 
-def ready_snapshot(state: str = "running") -> dict[str, Any]:
-    db = {"loaded": True, "age": 1.0, "last_error": None}
-    return {
-        "state": state,
-        "components": {
-            "rpc": {"connected": True, "accepting": True},
-            "hoststate": {"api": db, "cells": {"c1": {**db, "name": "cell1"}}},
-        },
-    }
+def ready_snapshot(state: str = "running") -> ServiceHealth:
+    db = health.database(loaded=True, age=1.0, last_error=None)
+    return health.service(
+        state,
+        rpc=health.rpc(connected=True, accepting=True),
+        hoststate=health.host_state(api=db, cells={"c1": health.cell("cell1", age=1.0)}),
+    )
+
+
+@dataclass
+class Shown:
+    """What the server's health source returns now (a test swaps it)."""
+
+    snap: ServiceHealth
+
+    def with_state(self, state: str) -> None:
+        self.snap = ServiceHealth(state, self.snap.components)
 
 
 class Probe:
@@ -47,8 +58,8 @@ class Probe:
 
 
 @pytest.fixture
-def snapshot() -> dict[str, Any]:
-    return ready_snapshot()
+def snapshot() -> Shown:
+    return Shown(ready_snapshot())
 
 
 @pytest.fixture
@@ -61,12 +72,12 @@ async def _explain(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def server(snapshot: dict[str, Any], probe: Probe) -> AsyncIterator[AdminServer]:
+async def server(snapshot: Shown, probe: Probe) -> AsyncIterator[AdminServer]:
     registry = CollectorRegistry()
     Counter("asyncsched_test_things", "things", registry=registry).inc(3)
 
-    def health() -> Mapping[str, Any]:
-        return snapshot
+    def health() -> ServiceHealth:
+        return snapshot.snap
 
     srv = AdminServer(
         ListenAddress("127.0.0.1", 0),
@@ -119,14 +130,15 @@ async def test_metrics_is_the_registry_in_text_format(server: AdminServer) -> No
 
 
 async def test_readyz_flips_with_the_snapshot_and_the_placement_probe(
-    server: AdminServer, snapshot: dict[str, Any], probe: Probe
+    server: AdminServer, snapshot: Shown, probe: Probe
 ) -> None:
     assert await get(server, "/readyz") == (200, "ready\n")
-    snapshot["components"]["rpc"]["connected"] = False
-    snapshot["components"]["rpc"]["last_error"] = "connection refused"
+    ready = snapshot.snap
+    down = health.rpc(connected=False, last_error="connection refused")
+    snapshot.snap = health.with_part(ready, rpc=down)
     status, body = await get(server, "/readyz")
     assert status == 503 and "rpc: not connected to RabbitMQ (connection refused)" in body
-    snapshot["components"]["rpc"]["connected"] = True
+    snapshot.snap = ready
     await asyncio.sleep(1.05)  # past the probe cache
     probe.error = ConnectionError("Placement unreachable at http://x")
     status, body = await get(server, "/readyz")
@@ -154,14 +166,14 @@ async def test_concurrent_probes_share_one_placement_call(
 
 
 async def test_status_is_the_snapshot_with_the_verdict(
-    server: AdminServer, snapshot: dict[str, Any]
+    server: AdminServer, snapshot: Shown
 ) -> None:
-    snapshot["state"] = "stopping"
+    snapshot.with_state("stopping")
     status, body = await get(server, "/v1/status")
     doc = json.loads(body)
     assert status == 200
     assert doc["ready"] is False and doc["not_ready"] == ["service is stopping"]
-    assert doc["components"]["rpc"] == {"connected": True, "accepting": True}
+    assert doc["components"]["rpc"] == health.rpc(connected=True, accepting=True).as_json()
 
 
 async def test_a_slow_admin_client_does_not_hold_the_loop(server: AdminServer) -> None:
@@ -206,9 +218,9 @@ def test_read_token(tmp_path: Path) -> None:
 
 
 async def test_placement_is_not_probed_before_the_service_runs(
-    server: AdminServer, snapshot: dict[str, Any], probe: Probe
+    server: AdminServer, snapshot: Shown, probe: Probe
 ) -> None:
-    snapshot["state"] = "starting"
+    snapshot.with_state("starting")
     probe.error = ConnectionError("PlacementClient used before start()")
     assert await get(server, "/readyz") == (503, "service is starting\n")
     assert probe.calls == 0

@@ -18,6 +18,7 @@ from asyncsched.admin.explain_api import (
 )
 from asyncsched.admin.readiness import ReadyLimits
 from asyncsched.admin.server import AdminServer
+from asyncsched.common.health import ServiceHealth
 from asyncsched.conf.listen import ListenAddress
 from asyncsched.scheduling.manager import SchedulerManager
 from tests.support.explain_stack import explain_manager, serve_explain
@@ -114,7 +115,7 @@ async def test_routes_sit_behind_the_admin_token(tmp_path: Path) -> None:
     mgr = SchedulerManager(config(), FakeCache(hosts), FakePlacement(hosts), clock=lambda: NOW)
     server = AdminServer(
         ListenAddress("127.0.0.1", 0),
-        health=lambda: {},
+        health=lambda: ServiceHealth("running", {}),
         limits=ReadyLimits(max_state_age=30.0),
         registry=CollectorRegistry(),
         token="s3cret",

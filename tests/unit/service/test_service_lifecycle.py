@@ -7,16 +7,18 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from asyncsched.common.health import Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import ConfigSources, load_config
 from asyncsched.conf.options import Config
 from asyncsched.service import Service, ServiceStartError, apply_mutable, changed_options
+from tests.support.health import Up
 from tests.support.notify_listener import NotifyListener
 
 Events = list[tuple[Any, ...]]
@@ -64,8 +66,8 @@ class FakeComponent:
         self.config_seen = config
         self.events.append(("reconfigure", self.name))
 
-    def health(self) -> Mapping[str, Any]:
-        return {"ok": True}
+    def health(self) -> Snapshot:
+        return Up(ok=True)
 
 
 class PlainComponent:
@@ -81,7 +83,7 @@ class PlainComponent:
     async def close(self) -> None:
         self.events.append(("close", self.name))
 
-    def health(self) -> Mapping[str, Any]:
+    def health(self) -> Snapshot:
         raise RuntimeError("broken health")
 
 
@@ -112,7 +114,7 @@ async def test_start_in_order_ready_then_drain_and_close_in_reverse(
     assert listener.recv() == {"STATUS": "starting amqp (3/3)"}
     ready = listener.recv()
     assert ready["READY"] == "1" and "hoststate, placement, amqp" in ready["STATUS"]
-    assert service.health() == {
+    assert service.health().as_json() == {
         "state": "running",
         "components": {n: {"ok": True} for n in ("hoststate", "placement", "amqp")},
     }
@@ -343,15 +345,15 @@ class Nameless:
     async def close(self) -> None:
         pass
 
-    def health(self) -> Mapping[str, Any]:
-        return {"up": True}
+    def health(self) -> Snapshot:
+        return Up(ok=True)
 
 
 async def test_component_without_a_name_uses_its_class_name(listener: NotifyListener) -> None:
     service = Service(Config(), [Nameless()], SystemdNotifier(listener.address))  # type: ignore[list-item]
     await service.start()
     assert listener.recv() == {"STATUS": "starting Nameless (1/1)"}
-    assert service.health()["components"] == {"Nameless": {"up": True}}
+    assert service.health()["components"] == {"Nameless": {"ok": True}}
     await service.stop()
 
 

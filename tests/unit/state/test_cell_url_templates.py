@@ -15,6 +15,7 @@ import pytest
 
 from asyncsched.admin.readiness import ReadyLimits, not_ready_reasons
 from asyncsched.state.api import CELL0_UUID, CellURLError, format_cell_url, wanted_cells
+from tests.support import health
 from tests.support.cell_urls import CASES, DB
 
 
@@ -65,18 +66,15 @@ def test_wanted_cells_fills_templates_and_names_the_unusable_ones() -> None:
 
 
 def test_an_unusable_cell_makes_the_process_not_ready_and_is_named() -> None:
-    db = {"loaded": True, "age": 1.0, "last_error": None}
-    snapshot = {
-        "state": "running",
-        "components": {
-            "rpc": {"connected": True, "accepting": True},
-            "hoststate": {
-                "api": db,
-                "cells": {"c1": {**db, "name": "cell1"}},
-                "unusable_cells": {"c2": "cell cell2: unknown template field {secretfield}"},
-            },
-        },
-    }
+    db = health.database(loaded=True, age=1.0, last_error=None)
+    snapshot = health.service(
+        rpc=health.rpc(connected=True, accepting=True),
+        hoststate=health.host_state(
+            api=db,
+            cells={"c1": health.cell("cell1", age=1.0)},
+            unusable_cells={"c2": "cell cell2: unknown template field {secretfield}"},
+        ),
+    )
     reasons = not_ready_reasons(snapshot, ReadyLimits(max_state_age=30.0), None)
     assert reasons == [
         "hoststate: cell cell2: unknown template field {secretfield}; its hosts cannot be scheduled"
