@@ -146,7 +146,10 @@ def _numbers(text: str | bytes | None, size: int) -> Int64s:
         text = text.decode("ascii")
     if not text:
         return np.empty(0, dtype=np.int64)
-    values = np.fromstring(text, dtype=np.uint64 if size == 8 else np.int64, sep=",")
+    try:
+        values = np.fromstring(text, dtype=np.uint64 if size == 8 else np.int64, sep=",")
+    except ValueError:
+        raise ArrayFormatError("not a list of numbers") from None
     if len(values) != text.count(",") + 1:
         raise ArrayFormatError("not a list of numbers")
     out: Int64s = values.view(np.int64)
