@@ -62,9 +62,10 @@ parity: bootstrap
 # Issue #20 alone: every nova operation under the real nova 34 control plane (nova-api,
 # nova-conductor, fake computes), each scenario against nova-scheduler, asyncsched and
 # asyncsched with the Placement mirror (also part of make test). docs/nova-operations.md.
+# DB=mysql: the plane's databases (nova's and Placement's) on MariaDB.
 e2e-nova: bootstrap services
 	tools/nova_venv.sh
-	$(VENV)/pytest -p no:cacheprovider --durations=10 tests/integration/nova
+	ASYNCSCHED_NOVA_DB=$(DB) $(VENV)/pytest -p no:cacheprovider --durations=10 tests/integration/nova
 
 sample: bootstrap
 	$(VENV)/asyncsched generate-sample > config/asyncsched.conf.sample
