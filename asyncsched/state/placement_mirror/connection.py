@@ -8,8 +8,8 @@ instant of Placement). ``sql`` is the dialect's statements (``statements.py``).
 PostgreSQL: asyncpg, arrays in ``array_send``'s binary form (``binary.py``), JIT off (the
 same queries every 0.5 s: compiling them costs more than it saves). MySQL/MariaDB: asyncmy,
 sessions as ``state/db_mysql.py`` makes them (``ANSI_QUOTES``, autocommit outside the
-snapshot), ``group_concat_max_len`` at its maximum, arrays as ``GROUP_CONCAT`` texts behind
-their ``COUNT(*)``; ``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY``.
+snapshot), ``group_concat_max_len`` at its maximum, arrays as one ``GROUP_CONCAT`` text behind
+its ``COUNT(*)``; ``START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY``.
 """
 
 from __future__ import annotations
@@ -110,13 +110,14 @@ class MysqlMirrorConnection:
         if query == MYSQL.allocations_all:  # rows (sql_mysql.py: the packet limit)
             table = np.array(rows, dtype=np.int64).reshape(len(rows), len(sizes))
             return [table[:, i].copy() for i in range(len(sizes))]
-        if len(rows) != 1:
-            raise ArrayFormatError(f"{len(rows)} rows where one was expected")
-        count, *texts = rows[0]
-        out = [_numbers(t, size) for t, size in zip(texts, sizes, strict=True)]
-        if any(len(a) != int(count) for a in out):
+        if len(rows) != 1 or len(rows[0]) != 2:
+            raise ArrayFormatError("not one row of a count and a list")
+        count, text = int(rows[0][0]), rows[0][1]
+        flat = _numbers(text)
+        if len(flat) != count * len(sizes):
             raise ArrayFormatError("a list shorter than its count (group_concat_max_len?)")
-        return out
+        table = flat.reshape(count, len(sizes))
+        return [table[:, i].copy() for i in range(len(sizes))]
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
@@ -137,9 +138,10 @@ class MysqlMirrorConnection:
         self._conn.close()
 
 
-def _numbers(text: str | bytes | None, size: int) -> Int64s:
-    """Decimal numbers joined by commas (NULL: none) as int64; 64-bit words are unsigned in
-    MySQL's answer and the same bits signed here, as PostgreSQL's int8."""
+def _numbers(text: str | bytes | None) -> Int64s:
+    """Decimal numbers joined by commas (NULL: none) as int64. They are never negative (ids,
+    generations, CRC32s, amounts), and 64-bit words come unsigned from MySQL: read as
+    unsigned, they are the same bits signed, as PostgreSQL's int8."""
     if text is None:
         return np.empty(0, dtype=np.int64)
     if isinstance(text, bytes):
@@ -147,7 +149,7 @@ def _numbers(text: str | bytes | None, size: int) -> Int64s:
     if not text:
         return np.empty(0, dtype=np.int64)
     try:
-        values = np.fromstring(text, dtype=np.uint64 if size == 8 else np.int64, sep=",")
+        values = np.fromstring(text, dtype=np.uint64, sep=",")
     except ValueError:
         raise ArrayFormatError("not a list of numbers") from None
     if len(values) != text.count(",") + 1:

@@ -2,9 +2,10 @@
 its PostgreSQL form (the columns, their order and meaning, one instant per refresh).
 
 What differs, and only here: a list parameter is ``IN $1`` (the driver expands a list); an
-"array" answer is one row of ``GROUP_CONCAT`` texts (decimal numbers joined by ``,``, in the
-order the contract says; NULL for none), read whole by numpy (``connection.py``), with a
-``COUNT(*)`` beside it so a text cut short can never pass for a smaller set; the name hash is
+"array" answer is one row: ``COUNT(*)`` and one ``GROUP_CONCAT`` text of every element's
+columns in turn (decimal numbers joined by ``,``, elements in the order the contract says, one
+sort; NULL for none), read whole by numpy and cut into the arrays (``connection.py``); the
+count makes sure a text cut short can never pass for a smaller set; the name hash is
 ``CRC32`` (the contract asks for any stable 32-bit hash); the bitmap words are ``BIT_OR`` of
 unsigned 64-bit values, read as the same bits signed. The first load's every-allocation read
 comes back as rows instead: one text of a million allocations would pass MariaDB's
@@ -28,16 +29,14 @@ CLASS_NAMES = sql.CLASS_NAMES
 TRAIT_NAMES = sql.TRAIT_NAMES
 
 PROVIDER_PRINTS = (
-    "SELECT COUNT(*), GROUP_CONCAT(id ORDER BY id), "
-    "GROUP_CONCAT(COALESCE(generation, 0) ORDER BY id), "
-    "GROUP_CONCAT(COALESCE(root_provider_id, id) ORDER BY id), "
-    "GROUP_CONCAT(COALESCE(parent_provider_id, 0) ORDER BY id), "
-    "GROUP_CONCAT(CRC32(COALESCE(name, '')) ORDER BY id) "
+    "SELECT COUNT(*), GROUP_CONCAT(CONCAT_WS(',', id, COALESCE(generation, 0), "
+    "COALESCE(root_provider_id, id), COALESCE(parent_provider_id, 0), "
+    "CRC32(COALESCE(name, ''))) ORDER BY id) "
     "FROM resource_providers"
 )
 
 ALLOCATION_BITMAPS = (
-    "SELECT COUNT(*), GROUP_CONCAT(b ORDER BY b), GROUP_CONCAT(m ORDER BY b) "
+    "SELECT COUNT(*), GROUP_CONCAT(CONCAT_WS(',', b, m) ORDER BY b) "
     "FROM (SELECT id >> 6 AS b, BIT_OR(1 << (id & 63)) AS m FROM allocations "
     "GROUP BY id >> 6) AS s"
 )
@@ -47,10 +46,8 @@ ALLOCATIONS_ALL = (
     "SELECT id, resource_provider_id, resource_class_id, used FROM allocations ORDER BY id"
 )
 ALLOCATIONS_BY_ID = (
-    "SELECT COUNT(*), GROUP_CONCAT(id ORDER BY id), "
-    "GROUP_CONCAT(resource_provider_id ORDER BY id), "
-    "GROUP_CONCAT(resource_class_id ORDER BY id), GROUP_CONCAT(used ORDER BY id) "
-    "FROM allocations WHERE id IN $1"
+    "SELECT COUNT(*), GROUP_CONCAT(CONCAT_WS(',', id, resource_provider_id, "
+    "resource_class_id, used) ORDER BY id) FROM allocations WHERE id IN $1"
 )
 
 PROVIDER_USAGE = (
