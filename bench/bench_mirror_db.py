@@ -154,8 +154,11 @@ async def run(providers: int, rounds: int, claims: int) -> dict[Backend, dict[st
     finally:
         for m in mirrors.values():
             await m.close()
-        for server in servers.values():
-            await asyncio.to_thread(server.stop)
+        for b, server in servers.items():  # each one, whatever the other's stop raised
+            try:
+                await asyncio.to_thread(server.stop)
+            except Exception as exc:
+                print(f"  {b}: Placement not stopped cleanly ({exc}); database {server.db_name}")
     return out
 
 
