@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from asyncsched.common.strings import closest
 from asyncsched.conf import options as opts
-from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.dsn import normalize_db_url
 from asyncsched.conf.listen import parse_listen
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.conf.transport_url import parse_transport_url
@@ -467,9 +467,9 @@ def _check_special(section: str, name: str, value: Any) -> Any:
         return value
     if (section, name) in _DB_URL_OPTIONS:
         try:
-            return to_asyncpg_dsn(value)
+            return normalize_db_url(value)
         except ConfigError as exc:
-            raise _BadValue(f"a PostgreSQL URL ({exc})") from None
+            raise _BadValue(f"a PostgreSQL or MySQL URL ({exc})") from None
     if section in ("DEFAULT", "oslo_messaging_notifications") and name == "transport_url":
         _check_transport_url(value)
     if section == "asyncsched" and name == "admin_listen":

@@ -7,11 +7,13 @@ applies what was read (``Refresher._apply_cells`` etc.) in the same order.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import string
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,9 +24,9 @@ from asyncsched.state.sql import (
     SQL_AGGREGATE_HOSTS,
     SQL_AGGREGATE_METADATA,
     SQL_AGGREGATES,
-    SQL_API_FINGERPRINT,
     SQL_CELLS,
     SQL_HOST_MAPPINGS,
+    WATERMARK_OVERLAP,
 )
 
 LOG = logging.getLogger(__name__)
@@ -142,8 +144,8 @@ async def api_pass(
     """Read what changed since fingerprint ``old`` ({} reads everything), hand each part
     to its callback as soon as it is read, and return the new fingerprint. Raises
     ``DatabaseUnavailable`` (parts already handed over stay applied)."""
-    fp_rows = await db.fetch(SQL_API_FINGERPRINT)
-    fp = {k: str(v) for k, v in fp_rows[0].items()}
+    fp_rows = await db.fetch(db.sql.api_fingerprint)
+    fp = fingerprint(fp_rows[0])
     if fp.get("cells") != old.get("cells"):
         await on_cells(await db.fetch(SQL_CELLS))
     if fp.get("hosts") != old.get("hosts"):
@@ -155,6 +157,30 @@ async def api_pass(
         meta = await db.fetch(SQL_AGGREGATE_METADATA)
         await on_aggregates(parse_aggregates(aggs, hosts, meta))
     return fp
+
+
+_READS = itertools.count()
+
+
+def fingerprint(row: Mapping[str, Any]) -> dict[str, str]:
+    """The parts of the API fingerprint (``count/newest stamp[/sum of ids]``), each made
+    unique to this read while its newest stamp is within ``WATERMARK_OVERLAP`` of the DB's
+    clock (``now``): nova's stamps are whole seconds on MySQL and come from the writer's
+    clock, so a row changed again within the second already read leaves count and stamp as
+    they were; such a part is read again until its newest change is old enough."""
+    now: datetime = row["now"]
+    out: dict[str, str] = {}
+    for key, value in row.items():
+        if key == "now":
+            continue
+        text = str(value)
+        stamp = text.split("/")[1] if text.count("/") else ""
+        try:
+            recent = bool(stamp) and datetime.fromisoformat(stamp) >= now - WATERMARK_OVERLAP
+        except ValueError:
+            recent = True  # cannot tell: read it
+        out[key] = f"{text}/read {next(_READS)}" if recent else text  # never equal
+    return out
 
 
 @dataclass(frozen=True, slots=True)

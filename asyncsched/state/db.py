@@ -1,4 +1,8 @@
-"""One nova database reached through a small asyncpg pool, with bounded queries and backoff.
+"""One nova database reached through a small pool, with bounded queries and backoff.
+
+PostgreSQL through asyncpg (``db_pg.py``), MySQL/MariaDB through asyncmy (``db_mysql.py``); the
+dialect's queries are ``NovaDatabase.sql``. Where a MySQL URL names several addresses (a Galera
+cluster), a failure moves the next connection to the next address.
 
 A ``NovaDatabase`` never raises anything but ``DatabaseUnavailable`` from ``fetch``: timeouts,
 refused connections, a renamed/dropped database and SQL errors all become "this database is
@@ -17,12 +21,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import asyncpg
-
 from asyncsched.common.backoff import Backoff
-from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.dsn import DatabaseURL, parse_db_url
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
+from asyncsched.state.db_mysql import MysqlPool
+from asyncsched.state.db_pg import PgPool
+from asyncsched.state.sql import QUERIES, Queries
 
 LOG = logging.getLogger(__name__)
 
@@ -36,7 +41,7 @@ READ_RETRY_MAX = 30.0
 
 
 class Closable(Protocol):
-    """An asyncpg pool or connection."""
+    """A pool or connection."""
 
     async def close(self) -> None: ...
 
@@ -52,9 +57,16 @@ async def close_or_terminate(handle: Closable, within: float) -> None:
         handle.terminate()
 
 
-async def _read_only_session(conn: asyncpg.Connection) -> None:
-    """Nothing to reset: these sessions only read (no LISTEN, locks, cursors or settings).
-    asyncpg's default reset is a round trip after every query, on the query's path."""
+class Pool(Protocol):
+    """One dialect's pool: ``PgPool`` or ``MysqlPool``."""
+
+    async def fetch(self, sql: str, args: tuple[Any, ...]) -> list[Any]: ...
+
+    async def ping(self) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class NovaDatabase:
@@ -72,7 +84,11 @@ class NovaDatabase:
     ) -> None:
         self.name = name
         self.url = url
-        self.dsn = to_asyncpg_dsn(url)
+        self.parsed: DatabaseURL = parse_db_url(url)  # ConfigError: not a usable URL
+        self.dsn = self.parsed.asyncpg_dsn
+        self.sql: Queries = QUERIES[self.parsed.dialect]
+        self._host = 0  # the address tried first (several: a Galera cluster)
+        self._opening = False
         self.pool_size = pool_size
         self.query_timeout = query_timeout
         self.reconnect_max = reconnect_max
@@ -81,7 +97,7 @@ class NovaDatabase:
         self._probed_ok = False
         self.read_failures = 0  # consecutive failed reads right after a successful probe
         self._clock = clock
-        self._pool: asyncpg.Pool | None = None
+        self._pool: Pool | None = None
         self._pool_lock = asyncio.Lock()
         self.failures = 0
         self.last_error: str | None = None
@@ -108,8 +124,7 @@ class NovaDatabase:
         try:
             async with asyncio.timeout(min(self.query_timeout, PROBE_TIMEOUT)):
                 pool = await self._get_pool()
-                async with pool.acquire() as conn:
-                    await conn.fetchval("SELECT 1")
+                await pool.ping()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # still down, whatever the reason
@@ -119,34 +134,42 @@ class NovaDatabase:
         self._probed_ok = True
         return True
 
-    async def _get_pool(self) -> asyncpg.Pool:
+    async def _get_pool(self) -> Pool:
         async with self._pool_lock:
             if self._pool is None:
-                self._pool = await asyncpg.create_pool(
-                    self.dsn,
-                    min_size=0,
-                    max_size=self.pool_size,
-                    timeout=self.query_timeout,
-                    command_timeout=self.query_timeout,
-                    statement_cache_size=32,
-                    reset=_read_only_session,
-                )
+                size, timeout = self.pool_size, self.query_timeout
+                self._opening = True  # a failure to open moves on to the next address too
+                if self.parsed.dialect == "mysql":
+                    self._pool = await MysqlPool.open(
+                        self.parsed, size=size, query_timeout=timeout, host=self._host
+                    )
+                else:
+                    self._pool = await PgPool.open(self.parsed, size=size, query_timeout=timeout)
+                self._opening = False
             return self._pool
 
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+    @property
+    def address(self) -> str | None:
+        """The address connections go to now (MySQL), for ``health()`` and logs."""
+        hosts = self.parsed.hosts
+        if self.parsed.dialect != "mysql" or not hosts:
+            return self.parsed.unix_socket
+        host, port = hosts[self._host % len(hosts)]
+        return f"{host}:{port}"
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
         """Run one read query within ``query_timeout`` or raise DatabaseUnavailable."""
         try:
             async with asyncio.timeout(self.query_timeout):
                 pool = await self._get_pool()
-                async with pool.acquire() as conn:
-                    rows = await conn.fetch(sql, *args)
+                rows = await pool.fetch(sql, args)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # any failure means "unavailable now"; never crash the caller
             await self._discard_pool()
             msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise DatabaseUnavailable(f"{self.name} ({self.redacted}): {msg}") from exc
-        return list(rows)
+        return rows
 
     def mark_ok(self) -> None:
         if self.failures:
@@ -170,7 +193,12 @@ class NovaDatabase:
         self.last_error = str(error)
 
     async def _discard_pool(self) -> None:
+        """Drop the pool after a failure; the next one goes to the next address, if any."""
         pool, self._pool = self._pool, None
+        # once per failed pool: reads that failed together move it one address on, not more
+        if (pool is not None or self._opening) and len(self.parsed.hosts) > 1:
+            self._host = (self._host + 1) % len(self.parsed.hosts)
+        self._opening = False
         if pool is not None:
             pool.terminate()
 

@@ -39,7 +39,7 @@ from asyncsched.state.health import FreshHealth, HeldServices
 from asyncsched.state.host_state import ServiceInfo
 from asyncsched.state.index import apply_services
 from asyncsched.state.readers import read_stamped
-from asyncsched.state.sql import CHUNK, FRESH_OVERLAP, SQL_SERVICES_FRESH
+from asyncsched.state.sql import CHUNK, FRESH_OVERLAP
 
 if TYPE_CHECKING:
     from asyncsched.state.table import Cell, HostTable
@@ -188,7 +188,7 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
         await refresh_held(fresh, list(index.services.values()), down_time, interval)
     gen = fresh.gen
     rows = await cell.db.fetch(
-        SQL_SERVICES_FRESH,
+        cell.db.sql.services_fresh,
         fresh.mark - FRESH_OVERLAP,
         list(fresh.disabled),
         list(fresh.forced),
@@ -197,7 +197,9 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     if not rows:
         raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
     changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
-    read = await read_stamped(cell.db, index, changed)
+    # every row of the look-back window whole: a writer's stamp (whole seconds on MySQL) may
+    # equal the one applied yet belong to a later write, committed after the last read
+    read = await read_stamped(cell.db, index, changed, seen=fresh.mark - FRESH_OVERLAP)
     dirty, swapped = apply_services(index, read.rows)
     index.service_stamps.update(read.stamps)
     for _, _, svc in read.rows:

@@ -25,6 +25,7 @@ class DatabaseHealth(Snapshot):
     down_for: float | None
     retry_in: float | None  # None before the database exists (cache not started)
     last_error: str | None
+    address: str | None  # MySQL: the address in use (several: a Galera cluster)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,7 @@ from types import MappingProxyType
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.rows import image_props_from_system_metadata
-from asyncsched.state.sql import (
-    CHUNK,
-    SQL_SYSMETA_ALL,
-    SQL_SYSMETA_CHANGED,
-    SQL_SYSMETA_OF,
-    SYSMETA_BATCH,
-    SYSMETA_PAGE,
-)
+from asyncsched.state.sql import CHUNK, SYSMETA_BATCH, SYSMETA_PAGE
 
 LOG = logging.getLogger(__name__)
 
@@ -32,7 +25,7 @@ ImageProps = Mapping[str, str]
 
 
 def split_kv(kv: str) -> list[tuple[str, str | None]]:
-    """The folded ``key US value RS ...`` string of SQL_SYSMETA_* back into rows."""
+    """The folded ``key US value RS ...`` string of the sysmeta_* queries back into rows."""
     out: list[tuple[str, str | None]] = []
     for item in kv.split("\x1e"):
         key, _, value = item.partition("\x1f")
@@ -88,7 +81,7 @@ async def fetch_image_rows(db: NovaDatabase, uuids: Iterable[str]) -> dict[str, 
     raw: dict[str, str] = {}
     todo = sorted(uuids)
     for i in range(0, len(todo), SYSMETA_BATCH):
-        rows = await db.fetch(SQL_SYSMETA_OF, todo[i : i + SYSMETA_BATCH])
+        rows = await db.fetch(db.sql.sysmeta_of, todo[i : i + SYSMETA_BATCH])
         raw.update((r[0], r[1]) for r in rows)
     return raw
 
@@ -130,7 +123,7 @@ async def read_image_props(
             raw: dict[str, str] = {}
             last = ""
             while True:
-                rows = await db.fetch(SQL_SYSMETA_ALL, last, SYSMETA_PAGE)
+                rows = await db.fetch(db.sql.sysmeta_all, last, SYSMETA_PAGE)
                 for r in rows:
                     raw[r[0]] = r[1]
                 await asyncio.sleep(0)
@@ -140,7 +133,7 @@ async def read_image_props(
             uuids: set[str] | None = None
         else:
             uuids = {u for u, host in insts.items() if host is not None}
-            rows = await db.fetch(SQL_SYSMETA_CHANGED, since)
+            rows = await db.fetch(db.sql.sysmeta_changed, since)
             uuids.update(r["instance_uuid"] for r in rows)
             raw = await fetch_image_rows(db, uuids)
     except DatabaseUnavailable as exc:

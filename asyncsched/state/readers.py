@@ -16,19 +16,7 @@ from typing import Any
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
 from asyncsched.state.rows import node_snapshot
-from asyncsched.state.sql import (
-    CHUNK,
-    INSTANCE_PAGE,
-    NODE_PAGE,
-    SQL_INSTANCES_ALL,
-    SQL_INSTANCES_CHANGED,
-    SQL_NODES_ALL,
-    SQL_NODES_CHANGED,
-    SQL_NOW,
-    SQL_SERVICE_STAMPS_CHANGED,
-    SQL_SERVICES_ALL,
-    SQL_SERVICES_BY_ID,
-)
+from asyncsched.state.sql import CHUNK, INSTANCE_PAGE, NODE_PAGE, WATERMARK_OVERLAP
 
 Stamp = tuple[datetime | None, datetime | None, datetime | None]  # updated, created, deleted
 
@@ -41,20 +29,40 @@ class ServicesRead:
     stamps: dict[int, Stamp]
 
 
-async def read_services(db: NovaDatabase, index: CellIndex, since: datetime | None) -> ServicesRead:
+async def read_services(
+    db: NovaDatabase, index: CellIndex, since: datetime | None, seen: datetime | None = None
+) -> ServicesRead:
     """Every nova-compute service (``since`` None), else those changed since: their stamps
-    first, then whole rows only for the stamps not already applied (``index.service_stamps``)."""
+    first, then whole rows only for the stamps not already applied (``index.service_stamps``)
+    or not older than ``seen`` (see ``read_stamped``)."""
     if since is None:
-        return await services_read(index, await db.fetch(SQL_SERVICES_ALL))
-    return await read_stamped(db, index, await db.fetch(SQL_SERVICE_STAMPS_CHANGED, since))
+        return await services_read(index, await db.fetch(db.sql.services_all))
+    changed = await db.fetch(db.sql.service_stamps_changed, since)
+    return await read_stamped(db, index, changed, seen)
 
 
-async def read_stamped(db: NovaDatabase, index: CellIndex, changed: Sequence[Any]) -> ServicesRead:
+def _newest(r: Sequence[Any]) -> datetime | None:
+    stamps = [s for s in (r[1], r[2], r[3]) if s is not None]
+    return max(stamps) if stamps else None
+
+
+async def read_stamped(
+    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: datetime | None = None
+) -> ServicesRead:
     """The whole rows of ``changed`` (id, updated_at, created_at, deleted_at) whose stamp is
-    not the one already applied; no query when there is none."""
+    not the one already applied, or is not older than ``seen`` (the DB instant of the read
+    that applied it): on MySQL stamps are whole seconds, so a row changed again within the
+    second that read saw keeps its stamp. No query when there is none."""
     known = index.service_stamps
-    want = [r[0] for r in changed if known.get(r[0]) != (r[1], r[2], r[3])]
-    rows = await db.fetch(SQL_SERVICES_BY_ID, want) if want else []
+
+    def moved(r: Sequence[Any]) -> bool:
+        if known.get(r[0]) != (r[1], r[2], r[3]):
+            return True
+        newest = _newest(r)
+        return seen is not None and newest is not None and newest >= seen
+
+    want = [r[0] for r in changed if moved(r)]
+    rows = await db.fetch(db.sql.services_by_id, want) if want else []
     return await services_read(index, rows)
 
 
@@ -149,18 +157,20 @@ async def read_cell(
     db: NovaDatabase, index: CellIndex, cell_uuid: str, since: datetime | None
 ) -> CellRead:
     """Services, nodes and instances read in parallel. Raises ``DatabaseUnavailable``."""
-    now_rows = await db.fetch(SQL_NOW)
+    q = db.sql
+    now_rows = await db.fetch(q.now)
     db_now: datetime = now_rows[0]["now"]
     if since is None:
         services, nodes, insts = await asyncio.gather(
             read_services(db, index, None),
-            read_nodes(db, index, cell_uuid, SQL_NODES_ALL),
-            read_instances(db, SQL_INSTANCES_ALL),
+            read_nodes(db, index, cell_uuid, q.nodes_all),
+            read_instances(db, q.instances_all),
         )
     else:
+        seen = since + WATERMARK_OVERLAP  # the previous pass's instant (cache.py)
         services, nodes, insts = await asyncio.gather(
-            read_services(db, index, since),
-            read_nodes(db, index, cell_uuid, SQL_NODES_CHANGED, since),
-            read_instances(db, SQL_INSTANCES_CHANGED, since),
+            read_services(db, index, since, seen),
+            read_nodes(db, index, cell_uuid, q.nodes_changed, since),
+            read_instances(db, q.instances_changed, since),
         )
     return CellRead(db_now, services.rows, services.stamps, nodes, insts)

@@ -34,7 +34,7 @@ from asyncsched.state.images import (
 )
 from asyncsched.state.readers import read_cell
 from asyncsched.state.rows import image_props_wanted
-from asyncsched.state.sql import SQL_INSTANCES_OF_HOST, WATERMARK_OVERLAP
+from asyncsched.state.sql import WATERMARK_OVERLAP
 from asyncsched.state.table import Cell, HostTable
 
 LOG = logging.getLogger(__name__)
@@ -390,7 +390,7 @@ class Refresher:
     async def reload_host_instances(self, cell: Cell, host: str) -> None:
         """Re-read one host's instance uuids from its cell (nova's _recreate_instance_info)."""
         try:
-            rows = await cell.db.fetch(SQL_INSTANCES_OF_HOST, host)
+            rows = await cell.db.fetch(cell.db.sql.instances_of_host, host)
         except DatabaseUnavailable as exc:
             LOG.warning("could not re-read the instances of host %s: %s", host, exc)
             return

@@ -6,7 +6,12 @@ so a schema question is answered without reading the refresh logic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+
+from asyncsched.state.dialect import MYSQL as MYSQL_SYNTAX
+from asyncsched.state.dialect import POSTGRES as PG_SYNTAX
+from asyncsched.state.dialect import Syntax
 
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # Rows changed this long before the previous pass's start are read again: covers clock skew
@@ -26,90 +31,144 @@ _SVC_COLS = (
 )
 _CHANGED = "(updated_at >= $3 OR created_at >= $3 OR deleted_at >= $3)"
 _PAGE = "AND id > $1 ORDER BY id LIMIT $2"  # keyset pages: no huge result decoded at once
+_COMPUTE = "\"binary\" = 'nova-compute'"
 
-SQL_NOW = "SELECT (now() AT TIME ZONE 'utc') AS now"
-SQL_NODES_ALL = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}"
-SQL_NODES_CHANGED = f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED} {_PAGE}"
-SQL_SERVICES_ALL = (
-    f"SELECT {_SVC_COLS} FROM services WHERE \"binary\" = 'nova-compute' AND deleted = 0"
-)
-# The overlap re-reads every heartbeat's row many times (10,000 computes beat every 10 s): the
-# stamps of the changed rows are read first, and whole rows only where a stamp is new.
-SQL_SERVICE_STAMPS_CHANGED = (
-    "SELECT id, updated_at, created_at, deleted_at FROM services"
-    " WHERE \"binary\" = 'nova-compute'"
-    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
-)
-# The per-request read (``fresh``): one round trip giving the DB's clock and the stamps of the
-# rows changed since $1 that can change a verdict: disabled or forced down other than the cache
-# holds them ($2, $3: the ids it holds disabled, forced down), deleted or new rows, and any
-# change of the ids in $4 (held silent: their heartbeat matters). A heartbeat of a host held
-# up, disabled or forced down changes no verdict and is left out here.
-# Always one row at least (the clock): a NULL id means nothing changed.
-SQL_SERVICES_FRESH = (
-    "SELECT n.now, s.id, s.updated_at, s.created_at, s.deleted_at"
-    " FROM (SELECT (now() AT TIME ZONE 'utc') AS now) n"
-    " LEFT JOIN services s ON s.\"binary\" = 'nova-compute'"
-    " AND (s.updated_at >= $1 OR s.created_at >= $1 OR s.deleted_at >= $1)"
-    " AND (coalesce(s.disabled, false) <> (s.id = ANY($2::int[]))"
-    " OR coalesce(s.forced_down, false) <> (s.id = ANY($3::int[]))"
-    " OR s.deleted <> 0 OR s.created_at >= $1 OR s.id = ANY($4::int[]))"
-)
 # The per-request read looks back this far before the previous read's instant: a row whose
 # updated_at (the writer's clock, whole seconds on MySQL) is a little older than its commit.
 # Rows older still (a writer's clock far behind) are left to the refresh's 15 s overlap.
 FRESH_OVERLAP = timedelta(seconds=2)
-SQL_SERVICES_BY_ID = f"SELECT {_SVC_COLS} FROM services WHERE id = ANY($1::int[])"
-SQL_INSTANCES_ALL = (
-    f"SELECT id, uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL {_PAGE}"
-)
-SQL_INSTANCES_CHANGED = f"SELECT id, uuid, host, deleted FROM instances WHERE {_CHANGED} {_PAGE}"
 NODE_PAGE = 500
 CHUNK = 256  # rows parsed / hosts applied between yields to the event loop
 INSTANCE_PAGE = 20000
-SQL_INSTANCES_OF_HOST = "SELECT uuid FROM instances WHERE host = $1 AND deleted = 0"
+SYSMETA_PAGE = 5000  # instances per page
+SYSMETA_BATCH = 1000  # instance uuids per list query
 
 # Instances' image properties (ImagePropertiesWeigher), read only while it can matter. nova
 # hard-deletes system-metadata keys an update drops, so an instance is re-read whole whenever
 # its instances row or any of its image_* rows changed; the full resync catches the rest.
-# One row per instance, its image_* rows folded by PostgreSQL into one key-ordered string
+# One row per instance, its image_* rows folded by the database into one key-ordered string
 # (key US value RS ...): ten times fewer rows to decode, and identical images give identical
 # strings, parsed once. Keyset pages walk nova's instance_uuid index.
-_IMAGE_KEYS = "key LIKE 'image\\_%' AND value IS NOT NULL AND deleted = 0"
-_KV = "string_agg(key || chr(31) || value, chr(30) ORDER BY key) AS kv"
-SQL_SYSMETA_ALL = (
-    f"SELECT instance_uuid, {_KV} FROM instance_system_metadata"
-    f" WHERE {_IMAGE_KEYS} AND instance_uuid > $1"
-    " GROUP BY instance_uuid ORDER BY instance_uuid LIMIT $2"
-)
-SQL_SYSMETA_CHANGED = (
-    "SELECT DISTINCT instance_uuid FROM instance_system_metadata WHERE key LIKE 'image\\_%'"
-    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
-)
-SQL_SYSMETA_OF = (
-    f"SELECT instance_uuid, {_KV} FROM instance_system_metadata"
-    f" WHERE {_IMAGE_KEYS} AND instance_uuid = ANY($1::varchar[]) GROUP BY instance_uuid"
-)
-SYSMETA_PAGE = 5000  # instances per page
-SYSMETA_BATCH = 1000  # instance uuids per ANY() query
+_IMAGE_KEYS = "\"key\" LIKE 'image\\_%' AND value IS NOT NULL AND deleted = 0"
 
-SQL_API_FINGERPRINT = """
-SELECT
- (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
-    FROM cell_mappings) AS cells,
- (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
-    || '/' || coalesce(sum(id)::text, '') FROM host_mappings) AS hosts,
- (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
-    || '/' || coalesce(sum(id)::text, '') FROM aggregates) AS aggs,
- (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
-    || '/' || coalesce(sum(id)::text, '') FROM aggregate_hosts) AS agg_hosts,
- (SELECT count(*)::text || '/' || coalesce(max(greatest(created_at, updated_at))::text, '')
-    || '/' || coalesce(sum(id)::text, '') FROM aggregate_metadata) AS agg_meta
-"""
+
+@dataclass(frozen=True, slots=True)
+class Queries:
+    """Every query the host-state cache (and the guard's usage read) sends, in one dialect."""
+
+    now: str
+    nodes_all: str
+    nodes_changed: str
+    services_all: str
+    # The overlap re-reads every heartbeat's row many times (10,000 computes beat every
+    # 10 s): the stamps of the changed rows are read first, whole rows only where one is new.
+    service_stamps_changed: str
+    # The per-request read (``fresh``): one round trip giving the DB's clock and the stamps of
+    # the rows changed since $1 that can change a verdict: disabled or forced down other than
+    # the cache holds them ($2, $3: the ids it holds disabled, forced down), deleted or new
+    # rows, and any change of the ids in $4 (held silent: their heartbeat matters). A
+    # heartbeat of a host held up, disabled or forced down changes no verdict and is left
+    # out. Always one row at least (the clock): a NULL id means nothing changed.
+    services_fresh: str
+    services_by_id: str
+    instances_all: str
+    instances_changed: str
+    instances_of_host: str
+    sysmeta_all: str
+    sysmeta_changed: str
+    sysmeta_of: str
+    api_fingerprint: str
+    # Placement: per provider and resource class of its inventory, Placement's capacity
+    # inputs and the sum allocated (the overcommit guard's read).
+    provider_usage: str
+
+
+def build(s: Syntax) -> Queries:
+    """The queries written once, in dialect ``s``."""
+    now = f"SELECT {s.now} AS now"
+    kv = f"{s.fold_kv(chr(34) + 'key' + chr(34), 'value')} AS kv"
+    return Queries(
+        now=now,
+        nodes_all=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}",
+        nodes_changed=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED} {_PAGE}",
+        services_all=f"SELECT {_SVC_COLS} FROM services WHERE {_COMPUTE} AND deleted = 0",
+        service_stamps_changed=(
+            f"SELECT id, updated_at, created_at, deleted_at FROM services WHERE {_COMPUTE}"
+            " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+        ),
+        services_fresh=(
+            "SELECT n.now, s.id, s.updated_at, s.created_at, s.deleted_at"
+            f" FROM ({now}) n"
+            f" LEFT JOIN services s ON s.{_COMPUTE}"
+            " AND (s.updated_at >= $1 OR s.created_at >= $1 OR s.deleted_at >= $1)"
+            f" AND (coalesce(s.disabled, false) <> {s.member('s.id', 2, 'int')}"
+            f" OR coalesce(s.forced_down, false) <> {s.member('s.id', 3, 'int')}"
+            f" OR s.deleted <> 0 OR s.created_at >= $1 OR {s.member('s.id', 4, 'int')})"
+        ),
+        services_by_id=f"SELECT {_SVC_COLS} FROM services WHERE {s.where_in('id', 1, 'int')}",
+        instances_all=(
+            f"SELECT id, uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL {_PAGE}"
+        ),
+        instances_changed=(
+            f"SELECT id, uuid, host, deleted FROM instances WHERE {_CHANGED} {_PAGE}"
+        ),
+        instances_of_host="SELECT uuid FROM instances WHERE host = $1 AND deleted = 0",
+        sysmeta_all=(
+            f"SELECT instance_uuid, {kv} FROM instance_system_metadata"
+            f" WHERE {_IMAGE_KEYS} AND instance_uuid > $1"
+            " GROUP BY instance_uuid ORDER BY instance_uuid LIMIT $2"
+        ),
+        sysmeta_changed=(
+            "SELECT DISTINCT instance_uuid FROM instance_system_metadata"
+            " WHERE \"key\" LIKE 'image\\_%'"
+            " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+        ),
+        sysmeta_of=(
+            f"SELECT instance_uuid, {kv} FROM instance_system_metadata WHERE {_IMAGE_KEYS}"
+            f" AND {s.where_in('instance_uuid', 1, 'varchar')} GROUP BY instance_uuid"
+        ),
+        api_fingerprint=_fingerprint(s),
+        provider_usage=(
+            "SELECT rp.uuid, rc.name, i.total, i.reserved, i.allocation_ratio, "
+            "CAST(COALESCE((SELECT SUM(a.used) FROM allocations a"
+            " WHERE a.resource_provider_id = rp.id"
+            f" AND a.resource_class_id = i.resource_class_id), 0) AS {s.bigint}) "
+            "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
+            "JOIN resource_classes rc ON rc.id = i.resource_class_id"
+            f" WHERE {s.where_in('rp.uuid', 1, 'text')}"
+        ),
+    )
+
+
+def _fingerprint(s: Syntax) -> str:
+    """Per API table: row count, newest stamp and (where rows come and go) the sum of ids;
+    and the DB's clock: a part whose newest stamp is recent is read again (``state/api.py``)."""
+
+    def text(expr: str) -> str:
+        return f"coalesce(CAST({expr} AS {s.text}), '')"
+
+    stamp = text("max(greatest(created_at, coalesce(updated_at, created_at)))")
+    parts = {"cells": "cell_mappings", "hosts": "host_mappings", "aggs": "aggregates"}
+    parts |= {"agg_hosts": "aggregate_hosts", "agg_meta": "aggregate_metadata"}
+    cols = [f"{s.now} AS now"]
+    for name, table in parts.items():
+        ids = "" if name == "cells" else f", '/', {text('sum(id)')}"
+        row = f"concat({text('count(*)')}, '/', {stamp}{ids})"
+        cols.append(f"(SELECT {row} FROM {table}) AS {name}")
+    return "SELECT " + ", ".join(cols)
+
+
+POSTGRES = build(PG_SYNTAX)
+MYSQL = build(MYSQL_SYNTAX)
+QUERIES = {"postgresql": POSTGRES, "mysql": MYSQL}
+# Names the benchmarks and tests use (PostgreSQL).
+SQL_SERVICES_ALL = POSTGRES.services_all
+SQL_SERVICES_BY_ID = POSTGRES.services_by_id
+
 SQL_CELLS = "SELECT id, uuid, name, database_connection, disabled FROM cell_mappings ORDER BY id"
 SQL_HOST_MAPPINGS = (
     "SELECT h.host, c.uuid FROM host_mappings h JOIN cell_mappings c ON c.id = h.cell_id"
 )
 SQL_AGGREGATES = "SELECT id, uuid, name FROM aggregates ORDER BY id"
 SQL_AGGREGATE_HOSTS = "SELECT aggregate_id, host FROM aggregate_hosts ORDER BY id"
-SQL_AGGREGATE_METADATA = "SELECT aggregate_id, key, value FROM aggregate_metadata ORDER BY id"
+SQL_AGGREGATE_METADATA = 'SELECT aggregate_id, "key", value FROM aggregate_metadata ORDER BY id'

@@ -83,6 +83,7 @@ def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> DatabaseHeal
             down_for=None,
             retry_in=None,
             last_error=None,
+            address=None,
         )
     return DatabaseHealth(
         stale=db.failures > 0 or not loaded,
@@ -93,6 +94,7 @@ def db_health(db: NovaDatabase | None, loaded: bool, now: float) -> DatabaseHeal
         down_for=None if db.failed_since is None else round(now - db.failed_since, 3),
         retry_in=round(db.retry_delay, 3),
         last_error=db.last_error,
+        address=db.address,
     )
 
 

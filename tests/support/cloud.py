@@ -107,10 +107,12 @@ async def seeded_cloud(
     aggregates: Sequence[AggregatePlan] = (),
     *,
     n_cells: int,
+    db: NovaDB | None = None,
 ) -> AsyncIterator[tuple[NovaDB, Cloud]]:
-    """Fresh nova API and cell databases (named after ``prefix``) and ``placement`` seeded with
-    the same hosts (``seed_cloud``); the databases are dropped at the end."""
-    db = NovaDB(prefix=prefix)
+    """Fresh nova API and cell databases (named after ``prefix``; ``db`` for another kind, such
+    as ``MysqlNovaDB``) and ``placement`` seeded with the same hosts (``seed_cloud``); the
+    databases are dropped at the end."""
+    db = NovaDB(prefix=prefix) if db is None else db
     try:
         await db.create(n_cells=n_cells)
         async with placement.seeder() as seeder:

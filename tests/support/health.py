@@ -34,6 +34,7 @@ def database(**over: Any) -> DatabaseHealth:
             "down_for": None,
             "retry_in": 0.1,
             "last_error": None,
+            "address": None,
             **over,
         }
     )

@@ -34,20 +34,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg
-
 from asyncsched.conf.options import PlacementOptions
 from tests.support import broker
 from tests.support.cloud import config_file_text, daemon_config
 from tests.support.daemon import write_config
 from tests.support.net import free_port
-from tests.support.nova_db import url_for
+from tests.support.nova_db import Backend
 from tests.support.nova_scheduler import (
     NOVA_BIN,
-    NovaManagedDB,
     NovaSchedulerProcess,
     _manage,
     ensure_nova_venv,
+    managed_db,
     nova_env,
 )
 from tests.support.nova_stubs import ServiceStubs
@@ -344,13 +342,14 @@ def paste_without_authtoken() -> str:
 class ControlPlane:
     """The whole plane: :meth:`start`, then :meth:`use_scheduler`, the API, :meth:`stop`."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, backend: Backend = "postgresql") -> None:
         self.work = work
         self.vhost = f"asyncsched-nova-{uuidlib.uuid4().hex[:12]}"
         self.transport_url = broker.amqp_url(self.vhost)
-        self.placement = PlacementServer()
+        # nova's and Placement's databases on one server: PostgreSQL or MariaDB (issue #25)
+        self.placement = PlacementServer(db_backend=backend)
         self.stubs = ServiceStubs()
-        self.db = NovaManagedDB(work / "nova-manage", prefix="asyncsched_e2enova")
+        self.db = managed_db(work / "nova-manage", backend, prefix="asyncsched_e2enova")
         self.conf = work / "nova.conf"
         self.computes: dict[str, NovaProcess] = {}
         self.others: list[NovaProcess] = []
@@ -387,7 +386,7 @@ class ControlPlane:
             nova_conf(
                 transport_url=self.transport_url,
                 api_url=self.db.api_url,
-                cell_url=url_for(cell.dbname),
+                cell_url=self.db.url(cell.dbname),
                 placement_url=self.placement.url,
                 stubs_url=self.stubs.url,
             )
@@ -412,17 +411,12 @@ class ControlPlane:
         """nova-manage's databases; cell1's transport URL is this plane's vhost (the conductor
         and the computes of cell1 talk there)."""
         await self.db.create(n_cells=1)
-        for dbname in list(self.db._pools):
-            await self.db._close_pool(dbname)
-        api = await asyncpg.connect(self.db.api_dsn)
-        try:
-            await api.execute(
-                "UPDATE cell_mappings SET transport_url = $1 WHERE uuid = $2",
-                self.transport_url,
-                self.db.cells[0].uuid,
-            )
-        finally:
-            await api.close()
+        await self.db.api_execute(
+            "UPDATE cell_mappings SET transport_url = $1 WHERE uuid = $2",
+            self.transport_url,
+            self.db.cells[0].uuid,
+        )
+        await self.db.close_pools()  # they belong to this asyncio.run's loop
 
     def _start_api(self, name: str = "nova-api", *extra_conf: str) -> NovaClient:
         """nova-api on a free port (``extra_conf``: more files in the work dir, read after
@@ -630,7 +624,7 @@ class ControlPlane:
         if mirror:
             extra += [
                 "[placement_database]",
-                f"connection = postgresql://root@127.0.0.1:5432/{self.placement.db_name}",
+                f"connection = {self.placement.db_url}",
             ]
         text = config_file_text(config)
         conf.write_text(_merge_ini(text, extra))

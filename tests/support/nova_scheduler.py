@@ -4,9 +4,10 @@
 (:func:`ensure_nova_venv`). :class:`NovaManagedDB` is a :class:`~tests.support.nova_db.NovaDB`
 whose databases nova's own tooling made: fresh PostgreSQL databases with unique names, then
 ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``db sync`` (cell0 and cell1),
-``db sync --local_cell`` for every further cell and ``cell_v2 create_cell`` for each cell. So
-the schema is nova's full one, not the subset ``NovaDB`` writes, and the seeding helpers
-(``tests.support.cloud.seed_cloud``) then add the same rows as for asyncsched's runs.
+``db sync --local_cell`` for every further cell and ``cell_v2 create_cell`` for each cell
+(on MariaDB too: ``backend="mysql"``). So the schema is nova's full one, not the subset
+``NovaDB`` writes, and the seeding helpers (``tests.support.cloud.seed_cloud``) then add the
+same rows as for asyncsched's runs.
 :class:`NovaChaosStack` is the fault tests' ``ChaosStack`` on such databases: one Placement,
 one seeded cloud, served in turn by ``asyncsched serve`` and by ``nova-scheduler``
 (:class:`NovaSchedulerProcess`, its own process group, killed as a group).
@@ -30,28 +31,17 @@ import asyncpg
 
 from asyncsched.conf.options import PlacementOptions
 from tests.support import cloud as seeding
+from tests.support import mysql
 from tests.support.chaos import ChaosStack
-from tests.support.nova_db import ADMIN_DSN, CELL0_UUID, CellDB, NovaDB, url_for
+from tests.support.nova_db import ADMIN_DSN, CELL0_UUID, Backend, CellDB, NovaDB, url_for
+from tests.support.nova_venv import NOVA_BIN as NOVA_BIN
+from tests.support.nova_venv import NOVA_VENV as NOVA_VENV
+from tests.support.nova_venv import ROOT as ROOT
+from tests.support.nova_venv import _manage as _manage
+from tests.support.nova_venv import ensure_nova_venv as ensure_nova_venv
+from tests.support.nova_venv import nova_env as nova_env
 from tests.support.placement_server import terminate_group
 from tests.support.private_broker import PrivateBroker
-
-ROOT = Path(__file__).resolve().parents[2]
-NOVA_VENV = ROOT / ".venv-nova"
-NOVA_BIN = NOVA_VENV / "bin"
-
-
-def ensure_nova_venv(timeout: float = 900.0) -> None:
-    """Install nova 34 (+ psycopg2) into .venv-nova if it is not there yet (about 40 s)."""
-    subprocess.run([str(ROOT / "tools" / "nova_venv.sh")], check=True, timeout=timeout)
-
-
-def nova_env() -> dict[str, str]:
-    """The environment for nova's commands: this project's venv and path left out."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
-    }
-    env["PATH"] = f"{NOVA_BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def nova_service_version() -> int:
@@ -74,23 +64,10 @@ def nova_service_version() -> int:
     return int(done.stdout.strip().splitlines()[-1])
 
 
-def _manage(confs: list[Path], *args: str) -> str:
-    cmd = [str(NOVA_BIN / "nova-manage")]
-    for c in confs:
-        cmd += ["--config-file", str(c)]
-    done = subprocess.run(
-        [*cmd, *args], capture_output=True, text=True, timeout=600, env=nova_env()
-    )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"nova-manage {' '.join(args)} exited {done.returncode}:\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-    return done.stdout
-
-
 class NovaManagedDB(NovaDB):
     """API, cell0 and N cell databases whose schema and cell mappings nova-manage made."""
+
+    backend: Backend = "postgresql"
 
     def __init__(
         self, work: Path, admin_dsn: str = ADMIN_DSN, *, prefix: str = "asyncsched"
@@ -100,15 +77,26 @@ class NovaManagedDB(NovaDB):
         self.manage_conf = work / "nova-manage.conf"
         self.manage_seconds = 0.0
 
-    async def create(self, n_cells: int = 2) -> NovaDB:
-        names = ["cell0", *(f"cell{i + 1}" for i in range(n_cells))]
+    def url(self, dbname: str) -> str:
+        """The URL nova.conf and cell_mappings hold for one of these databases."""
+        return url_for(dbname, backend=self.backend)
+
+    @property
+    def api_url(self) -> str:
+        return self.url(self.api_dbname)
+
+    async def _create_empty(self, dbname: str) -> None:
         admin = await asyncpg.connect(self.admin_dsn)
         try:
-            for db in [self.api_dbname, *(f"{self.tag}_{n}" for n in names)]:
-                await admin.execute(f'CREATE DATABASE "{db}"')
-                self._dbnames.append(db)
+            await admin.execute(f'CREATE DATABASE "{dbname}"')
         finally:
             await admin.close()
+
+    async def create(self, n_cells: int = 2) -> NovaDB:
+        names = ["cell0", *(f"cell{i + 1}" for i in range(n_cells))]
+        for db in [self.api_dbname, *(f"{self.tag}_{n}" for n in names)]:
+            await self._create_empty(db)
+            self._dbnames.append(db)
         self.work.mkdir(parents=True, exist_ok=True)
         self.manage_conf.write_text(
             "[DEFAULT]\n"
@@ -116,16 +104,16 @@ class NovaManagedDB(NovaDB):
             "[api_database]\n"
             f"connection = {self.api_url}\n"
             "[database]\n"
-            f"connection = {url_for(f'{self.tag}_cell1')}\n"
+            f"connection = {self.url(f'{self.tag}_cell1')}\n"
         )
         t0 = time.monotonic()
         await asyncio.to_thread(self._nova_manage, n_cells)
         self.manage_seconds = time.monotonic() - t0
-        rows = await (await self._pool(self.api_dbname)).fetch(
+        rows = await self.api_fetch(
             "SELECT id, uuid, name, database_connection FROM cell_mappings ORDER BY name"
         )
         for r in rows:
-            dbname = str(r["database_connection"]).rsplit("/", 1)[1]
+            dbname = str(r["database_connection"]).rsplit("/", 1)[1].split("?", 1)[0]
             cell = CellDB(id=r["id"], uuid=r["uuid"], name=r["name"], dbname=dbname)
             if r["uuid"] == CELL0_UUID:
                 self.cell0 = cell
@@ -142,14 +130,14 @@ class NovaManagedDB(NovaDB):
             "cell_v2",
             "map_cell0",
             "--database_connection",
-            url_for(f"{self.tag}_cell0"),
+            self.url(f"{self.tag}_cell0"),
         )
         _manage([conf], "db", "sync")  # [database] (cell1) and cell0
         for i in range(1, n_cells + 1):
             name = f"cell{i}"
             if i > 1:
                 other = self.work / f"{name}.conf"
-                other.write_text(f"[database]\nconnection = {url_for(f'{self.tag}_{name}')}\n")
+                other.write_text(f"[database]\nconnection = {self.url(f'{self.tag}_{name}')}\n")
                 _manage([conf, other], "db", "sync", "--local_cell")
             # create_cell refuses a transport_url another cell has: one unused vhost per cell
             # (nova-scheduler never talks to a cell's message queue).
@@ -160,7 +148,7 @@ class NovaManagedDB(NovaDB):
                 "--name",
                 name,
                 "--database_connection",
-                url_for(f"{self.tag}_{name}"),
+                self.url(f"{self.tag}_{name}"),
                 "--transport-url",
                 f"rabbit://guest:guest@127.0.0.1:5672/{self.tag}_{name}",
             )
@@ -173,6 +161,43 @@ class NovaManagedDB(NovaDB):
                 "UPDATE services SET version = $1 WHERE \"binary\" = 'nova-compute'",
                 version,
             )
+
+
+class MysqlNovaManagedDB(NovaManagedDB):
+    """:class:`NovaManagedDB` on MariaDB: nova-manage makes the same databases there
+    (``mysql+pymysql://`` URLs, as deployment tools write them); this process reads and writes
+    them through PyMySQL (:mod:`tests.support.mysql`)."""
+
+    backend: Backend = "mysql"
+
+    def __init__(self, work: Path, *, prefix: str = "asyncsched") -> None:
+        super().__init__(work, prefix=prefix)
+        self._mysql_pools: dict[str, mysql.MysqlPool] = {}
+
+    async def _create_empty(self, dbname: str) -> None:
+        await asyncio.to_thread(mysql.create_database, dbname)
+
+    async def _pool(self, dbname: str) -> mysql.MysqlPool:
+        pool = self._mysql_pools.get(dbname)
+        if pool is None:
+            pool = self._mysql_pools[dbname] = mysql.MysqlPool(dbname)
+        return pool
+
+    async def _close_pool(self, dbname: str) -> None:
+        pool = self._mysql_pools.pop(dbname, None)
+        if pool is not None:
+            await asyncio.to_thread(pool.close)
+
+    async def drop(self) -> None:
+        await self.close_pools()
+        await asyncio.to_thread(mysql.drop_databases, self._dbnames)
+
+
+def managed_db(work: Path, backend: Backend, *, prefix: str) -> NovaManagedDB:
+    """nova-manage's databases on ``backend``."""
+    if backend == "mysql":
+        return MysqlNovaManagedDB(work, prefix=prefix)
+    return NovaManagedDB(work, prefix=prefix)
 
 
 #: oslo.messaging reconnect options, as fast as nova's option types allow: ``ChaosStack.daemon``

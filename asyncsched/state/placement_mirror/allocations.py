@@ -32,7 +32,13 @@ class Bitmaps:
 
     @classmethod
     def decode(cls, buckets: bytes, words: bytes) -> Bitmaps:
-        b, w = arrays((buckets, words), (4, 8))
+        return cls.checked(*arrays((buckets, words), (4, 8)))
+
+    @classmethod
+    def checked(cls, b: Int64s, w: Int64s) -> Bitmaps:
+        """From the two arrays of one answer, whichever form it came in."""
+        if len(b) != len(w):
+            raise ArrayFormatError("arrays of different lengths")
         if not ascending(b):
             raise ArrayFormatError("allocation buckets not ascending")
         return cls(b, w)
@@ -87,7 +93,13 @@ class Rows:
 
     @classmethod
     def decode(cls, ids: bytes, rp: bytes, rc: bytes, used: bytes) -> Rows:
-        a = arrays((ids, rp, rc, used), (4, 4, 4, 4))
+        return cls.checked(*arrays((ids, rp, rc, used), (4, 4, 4, 4)))
+
+    @classmethod
+    def checked(cls, *a: Int64s) -> Rows:
+        """From the four arrays of one answer, whichever form it came in."""
+        if len({len(x) for x in a}) > 1:
+            raise ArrayFormatError("arrays of different lengths")
         if not ascending(a[0]):
             raise ArrayFormatError("allocation ids not ascending")
         return cls(*a)

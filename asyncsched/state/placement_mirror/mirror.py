@@ -17,22 +17,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
 from asyncsched.common.tasks import cancel_and_wait
-from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.dsn import parse_db_url
 from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.db import close_or_terminate
 from asyncsched.state.health import MirrorHealth
+from asyncsched.state.placement_mirror.connection import MirrorConnection, connect
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 
 LOG = logging.getLogger(__name__)
-# The refresh's queries are the same every 0.5 s: compiling them (JIT) costs more than it saves.
-_SESSION = {"jit": "off"}
 
 
 @dataclass(slots=True)
@@ -73,7 +70,8 @@ class PlacementMirror:
         query_timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.dsn = to_asyncpg_dsn(url)
+        self.url = parse_db_url(url)  # ConfigError: not a PostgreSQL or MySQL URL
+        self._host = 0  # the address tried first (several: a Galera cluster)
         self.redacted = mask_url_passwords(url)
         self.interval = interval
         self.max_age = max_age
@@ -83,7 +81,7 @@ class PlacementMirror:
         self._names: Names | None = None
         self._prints: Prints | None = None
         self._snapshot_at: float | None = None  # clock when the last good snapshot began
-        self._conn: asyncpg.Connection | None = None
+        self._conn: MirrorConnection | None = None
         self._lock = asyncio.Lock()
         self._seq = 0  # refreshes asked for
         self._seq_done = 0  # every refresh asked for up to this one has been applied
@@ -158,8 +156,11 @@ class PlacementMirror:
 
     # ---- refresh ----
 
-    async def _drop_conn(self) -> None:
+    async def _drop_conn(self, *, failed: bool = False) -> None:
+        """Close the connection; after a failure the next one goes to the next address."""
         conn, self._conn = self._conn, None
+        if failed and len(self.url.hosts) > 1:
+            self._host = (self._host + 1) % len(self.url.hosts)
         if conn is not None:
             await close_or_terminate(conn, 2.0)
 
@@ -176,15 +177,15 @@ class PlacementMirror:
             try:
                 async with asyncio.timeout(self.query_timeout):
                     if self._conn is None or self._conn.is_closed():
-                        self._conn = await asyncpg.connect(
-                            self.dsn, statement_cache_size=16, server_settings=_SESSION
+                        self._conn = await connect(
+                            self.url, host=self._host, connect_timeout=self.query_timeout
                         )
-                    async with self._conn.transaction(isolation="repeatable_read", readonly=True):
+                    async with self._conn.snapshot():
                         result = await read(self._conn, self.state, self._names, self._prints)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                await self._drop_conn()
+                await self._drop_conn(failed=True)
                 msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self._fail(msg)
                 raise DatabaseUnavailable(f"placement database ({self.redacted}): {msg}") from exc

@@ -10,7 +10,8 @@ with the previous refresh names the rows gone (known here already) and the rows 
 (read by id). Only the (provider, class) sums those rows touch move: the Python work of a
 refresh is per row and provider changed, PostgreSQL's is one pass over the allocations'
 ids with no sums and no sort of them (``sql.py`` has every statement). Every read of one
-refresh runs in one read-only REPEATABLE READ transaction: one instant of Placement.
+refresh runs in one read-only REPEATABLE READ transaction: one instant of Placement. On
+MySQL/MariaDB the same statements' contracts hold (``sql_mysql.py``, ``connection.py``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import asyncpg
 import numpy as np
 
-from asyncsched.state.placement_mirror import sql
 from asyncsched.state.placement_mirror.allocations import (
     Bitmaps,
     KnownRows,
@@ -31,6 +30,7 @@ from asyncsched.state.placement_mirror.allocations import (
     sums,
 )
 from asyncsched.state.placement_mirror.binary import ArrayFormatError, Int64s, arrays, ascending
+from asyncsched.state.placement_mirror.connection import MirrorConnection
 from asyncsched.state.placement_mirror.model import (
     SHARING_TRAIT,
     Inventory,
@@ -59,7 +59,13 @@ class ProviderArrays:
 
     @classmethod
     def decode(cls, *raw: bytes) -> ProviderArrays:
-        a = arrays(tuple(raw), (4, 4, 4, 4, 4))
+        return cls.checked(*arrays(tuple(raw), (4, 4, 4, 4, 4)))
+
+    @classmethod
+    def checked(cls, *a: Int64s) -> ProviderArrays:
+        """From the five arrays of one answer, whichever form it came in."""
+        if len({len(x) for x in a}) > 1:
+            raise ArrayFormatError("arrays of different lengths")
         if not ascending(a[0]):
             raise ArrayFormatError("provider ids not ascending")
         return cls(*a)
@@ -94,14 +100,14 @@ class RefreshResult:
     rows_moved: int = 0  # allocation rows gone or appeared
 
 
-async def _names(conn: asyncpg.Connection) -> Names:
-    classes = {r[0]: r[1] for r in await conn.fetch(sql.CLASS_NAMES)}
-    traits = {r[0]: r[1] for r in await conn.fetch(sql.TRAIT_NAMES)}
+async def _names(conn: MirrorConnection) -> Names:
+    classes = {r[0]: r[1] for r in await conn.fetch(conn.sql.class_names)}
+    traits = {r[0]: r[1] for r in await conn.fetch(conn.sql.trait_names)}
     return Names(classes, traits)
 
 
 async def _details(
-    conn: asyncpg.Connection, names: Names, ids: list[int] | None
+    conn: MirrorConnection, names: Names, ids: list[int] | None
 ) -> tuple[dict[int, dict[str, Inventory]], dict[int, set[str]], dict[int, set[str]]]:
     """Inventories, traits and aggregates of ``ids`` (every provider when None)."""
     args: tuple[list[int], ...] = () if ids is None else (ids,)
@@ -112,17 +118,18 @@ async def _details(
     # Clouds are made of few host types: equal inventories share one value (memory at scale).
     seen: dict[tuple[Any, ...], Inventory] = {}
     inv: dict[int, dict[str, Inventory]] = {}
-    for r in await conn.fetch(q(sql.INVENTORIES, sql.INVENTORIES_WHERE), *args):
+    stmt = conn.sql
+    for r in await conn.fetch(q(stmt.inventories, stmt.inventories_where), *args):
         key = (r[2], r[3], r[4], r[5], r[6], float(r[7]))
         value = seen.get(key)
         if value is None:
             value = seen[key] = Inventory(*key)
         inv.setdefault(r[0], {})[names.classes[r[1]]] = value
     traits: dict[int, set[str]] = {}
-    for r in await conn.fetch(q(sql.TRAITS, sql.TRAITS_WHERE), *args):
+    for r in await conn.fetch(q(stmt.traits, stmt.traits_where), *args):
         traits.setdefault(r[0], set()).add(names.traits[r[1]])
     aggs: dict[int, set[str]] = {}
-    for r in await conn.fetch(q(sql.AGGREGATES, sql.AGGREGATES_WHERE), *args):
+    for r in await conn.fetch(q(stmt.aggregates, stmt.aggregates_where), *args):
         aggs.setdefault(r[0], set()).add(r[1])
     return inv, traits, aggs
 
@@ -148,18 +155,21 @@ class _Usage:
     full: Rows | None = None  # the first load's rows
 
 
-async def _allocations(conn: asyncpg.Connection, prints: Prints | None) -> _Usage:
+async def _allocations(conn: MirrorConnection, prints: Prints | None) -> _Usage:
     """Every allocation row (no prints yet), or the rows gone and appeared since ``prints``."""
+    stmt = conn.sql
     if prints is None:
-        rows = Rows.decode(*await conn.fetchrow(sql.ALLOCATIONS_ALL))
+        rows = Rows.checked(*await conn.arrays(stmt.allocations_all, (4, 4, 4, 4)))
         return _Usage(Bitmaps.of_ids(rows.ids), KnownRows.of(rows), {}, len(rows), rows)
-    bitmaps = Bitmaps.decode(*await conn.fetchrow(sql.ALLOCATION_BITMAPS))
+    bitmaps = Bitmaps.checked(*await conn.arrays(stmt.allocation_bitmaps, (4, 8)))
     gone, came_ids = bitmap_diff(prints.bitmaps, bitmaps)
     if not len(gone) and not len(came_ids):
         return _Usage(bitmaps, prints.rows, {}, 0)
     came = Rows.empty()
     if len(came_ids):
-        came = Rows.decode(*await conn.fetchrow(sql.ALLOCATIONS_BY_ID, came_ids.tolist()))
+        came = Rows.checked(
+            *await conn.arrays(stmt.allocations_by_id, (4, 4, 4, 4), came_ids.tolist())
+        )
         if not np.array_equal(came.ids, came_ids):
             raise ArrayFormatError("the allocations read are not those that appeared")
     known, left = prints.rows.moved(gone, came)
@@ -218,7 +228,7 @@ def _new_classes(usage: _Usage, names: Names | None) -> bool:
 
 
 async def read(
-    conn: asyncpg.Connection,
+    conn: MirrorConnection,
     old: MirrorState | None,
     names: Names | None,
     prints: Prints | None = None,
@@ -229,7 +239,9 @@ async def read(
     refresh's as whole arrays, so an unchanged cloud costs two rows; rows are read only for
     the providers and allocations that changed.
     """
-    arrays_now = ProviderArrays.decode(*await conn.fetchrow(sql.PROVIDER_PRINTS))
+    arrays_now = ProviderArrays.checked(
+        *await conn.arrays(conn.sql.provider_prints, (4, 4, 4, 4, 4))
+    )
     if old is None or prints is None:
         prints = None
         changed: list[int] = arrays_now.ids.tolist()
@@ -273,7 +285,7 @@ async def read(
 
 
 async def _read_providers(
-    conn: asyncpg.Connection,
+    conn: MirrorConnection,
     names: Names,
     ids: list[int] | None,
     providers: dict[int, Provider],
@@ -281,7 +293,7 @@ async def _read_providers(
 ) -> None:
     """(Re)read ``ids`` (every provider when None) into ``providers``."""
     rows = await conn.fetch(
-        sql.PROVIDERS + ("" if ids is None else sql.PROVIDERS_WHERE),
+        conn.sql.providers + ("" if ids is None else conn.sql.providers_where),
         *(() if ids is None else (ids,)),
     )
     inv, traits, aggs = await _details(conn, names, ids)

@@ -18,7 +18,7 @@ from typing import Any
 
 from asyncsched.common.capacity import capacity as placement_capacity
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.placement_mirror.sql import PROVIDER_USAGE
+from asyncsched.state.placement_mirror.statements import BY_DIALECT
 
 Capacity = dict[str, int]
 Used = dict[str, int]
@@ -39,6 +39,7 @@ class ProviderUsageReader:
             reconnect_max=timeout,
             clock=time.monotonic,
         )
+        self._sql = BY_DIALECT[self._db.parsed.dialect].provider_usage
         self._asked: dict[str, list[asyncio.Future[Usage]]] = {}
         self._queries: set[asyncio.Task[None]] = set()
         self.queries = 0
@@ -61,7 +62,7 @@ class ProviderUsageReader:
         self.queries += 1
         waiting = [a for answers in asked.values() for a in answers]
         try:
-            rows = await self._db.fetch(PROVIDER_USAGE, list(asked))
+            rows = await self._db.fetch(self._sql, list(asked))
         except asyncio.CancelledError:  # closed
             for a in waiting:
                 a.cancel()

@@ -1,5 +1,5 @@
-"""Real Placement (gunicorn + PostgreSQL) and a read-only PostgreSQL role for the mirror, as
-an operator would grant it."""
+"""Real Placement (gunicorn + PostgreSQL or MariaDB, as ``db_backend`` says) and a read-only
+login for the mirror, as an operator would grant it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.mirror_role import ReadOnlyRole
-from tests.support.placement_server import PlacementServer, pg_exec
+from tests.support.placement_server import PlacementServer
 
 
 @pytest.fixture(scope="module")
@@ -19,21 +19,12 @@ def placement(placement_server: PlacementServer) -> PlacementServer:
 
 @pytest.fixture(scope="module")
 def ro_role(placement: PlacementServer) -> Iterator[ReadOnlyRole]:
-    """``GRANT SELECT`` on Placement's tables to a login role of its own: all the mirror needs."""
-    role = ReadOnlyRole(f"mirror_ro_{uuidlib.uuid4().hex[:10]}", placement.db_name)
-    pg_exec(f'CREATE ROLE "{role.name}" LOGIN')
+    """A read-only login on Placement's database for the mirror."""
+    role = ReadOnlyRole(
+        f"mirror_ro_{uuidlib.uuid4().hex[:10]}", placement.db_name, placement.db_backend
+    )
+    role.create()
     try:
-        pg_exec(
-            f'GRANT CONNECT ON DATABASE "{role.db}" TO "{role.name}"; '
-            f'GRANT USAGE ON SCHEMA public TO "{role.name}"; '
-            f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role.name}"',
-            db=role.db,
-        )
         yield role
     finally:
-        role.unblock()
-        pg_exec(
-            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role.name}'"
-        )
-        pg_exec(f'DROP OWNED BY "{role.name}"', db=role.db)
-        pg_exec(f'DROP ROLE IF EXISTS "{role.name}"')
+        role.drop()

@@ -31,14 +31,16 @@ def keys(words: str) -> dict[str, Any]:
     return dict.fromkeys(words.split())
 
 
-DATABASE = keys("stale age loaded consecutive_failures read_failures down_for retry_in last_error")
+DATABASE = keys(
+    "stale age loaded consecutive_failures read_failures down_for retry_in last_error address"
+)
 EXPECTED: dict[str, Any] = {
     "admin": keys("listen serving token_required tls requests denied"),
     "looplag": keys("last_s max_s"),
     "hoststate": {
         **keys("ok ready stale"),
         # before 835b20d's cache started, "api" held only stale, age, loaded and last_error;
-        # now the same eight keys as once it has started (zeros and nulls until then)
+        # now the same keys as once it has started (zeros and nulls until then)
         "api": DATABASE,
         "cells": {},
         "unusable_cells": {},

@@ -139,3 +139,25 @@ def test_az_filter_release_is_the_one_nova_removed_it_in() -> None:
     # nova commit 5edd805fe2 "Remove deprecated AZ filter", first in tag 28.0.0
     assert REMOVED_FILTERS["AvailabilityZoneFilter"].startswith("28.0.0 ")
     assert main(["generate-sample", "--output", "/dev/null"]) == 0
+
+
+def test_check_config_takes_mysql_urls_and_names_a_bad_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #25: nova.conf's MariaDB URLs pass; a bad one is one line with file:line, why,
+    and the password masked."""
+    good = tmp_path / "good.conf"
+    good.write_text(
+        BASE.replace(
+            "postgresql://nova@127.0.0.1:1/nova_api",
+            "mysql+pymysql://nova:S3cret@db1/nova_api?charset=utf8",
+        )
+        + "[database]\nconnection = mysql://nova:S3cret@/nova?unix_socket=/run/mysqld.sock\n"
+    )
+    assert check_config(good, capsys)[0] == 0
+    bad = tmp_path / "bad.conf"
+    bad.write_text(BASE + "[database]\nconnection = mysql+pymysql://nova:S3cret@db:33o6/nova\n")
+    code, err = check_config(bad, capsys)
+    assert code == EX_CONFIG and len(err) == 1
+    assert f"{bad}:8: [database]" in err[0] and "port is not a number" in err[0]
+    assert "S3cret" not in err[0]

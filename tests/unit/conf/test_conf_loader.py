@@ -270,7 +270,14 @@ BAD_VALUES = [
     ("DEFAULT", "transport_url", "kafka://k:9092/", "rabbit://user:pass@host"),
     ("DEFAULT", "transport_url", "rabbit:///", "names no broker host"),
     ("DEFAULT", "transport_url", "rabbit://u:p@mq:notaport/", "bad port"),
-    ("database", "connection", "sqlite:////var/lib/nova/nova.sqlite", "a PostgreSQL URL"),
+    ("database", "connection", "sqlite:////var/lib/nova/nova.sqlite", "a PostgreSQL or MySQL URL"),
+    ("database", "connection", "mysql+pymysql://n:p@db:33o6/nova", "port is not a number"),
+    (
+        "database",
+        "connection",
+        "mysql+pymysql://n:p@db/nova?ssl_check_hostname=perhaps",
+        "true or false",
+    ),
     ("oslo_messaging_rabbit", "heartbeat_rate", "0", "an integer >= 1"),
     ("filter_scheduler", "pci_weight_multiplier", "-2", "a number >= 0"),
 ]
@@ -291,17 +298,29 @@ def test_bad_value_names_file_section_option_value_and_allowed(
         assert repr(value) in message
 
 
-def test_mysql_url_says_postgresql_is_required(tmp_path: Path) -> None:
+def test_mysql_urls_as_nova_conf_writes_them_load(tmp_path: Path) -> None:
+    """Issue #25: kolla's nova.conf, databases on MariaDB, loads unchanged."""
     path = write(
         tmp_path,
         "nova.conf",
-        "[api_database]\nconnection = mysql+pymysql://nova:Secr3t@db/nova_api\n",
+        "[api_database]\nconnection = mysql+pymysql://nova:Secr3t@db/nova_api?charset=utf8\n"
+        "[database]\nconnection = mysql://nova:Secr3t@db:3307/nova\n",
+    )
+    cfg = load_config([path])
+    assert cfg.api_database.connection == "mysql+pymysql://nova:Secr3t@db/nova_api?charset=utf8"
+    assert cfg.database.connection == "mysql://nova:Secr3t@db:3307/nova"
+
+
+def test_a_bad_mysql_url_is_named_and_its_password_masked(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "nova.conf",
+        "[api_database]\nconnection = mysql+oursql://nova:Secr3t@db/nova_api\n",
     )
     with pytest.raises(ConfigError) as err:
         load_config([path])
     message = str(err.value)
-    assert "[api_database] connection" in message
-    assert "PostgreSQL" in message and "mysql" in message
+    assert "[api_database] connection" in message and "oursql" in message
     assert "Secr3t" not in message  # the password of a bad URL is masked
 
 

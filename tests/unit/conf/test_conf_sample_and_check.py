@@ -106,7 +106,7 @@ def test_check_config_error_is_one_line_and_exit_78(
 
 def test_serve_with_bad_config_exits_without_traceback(tmp_path: Path) -> None:
     conf = tmp_path / "nova.conf"
-    conf.write_text("[api_database]\nconnection = mysql+pymysql://nova:pw@db/nova_api\n")
+    conf.write_text("[api_database]\nconnection = mysql+pymysql://nova:pw@db:port/nova_api\n")
     proc = subprocess.run(
         [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(conf)],
         capture_output=True,
@@ -118,7 +118,8 @@ def test_serve_with_bad_config_exits_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "[api_database] connection" in lines[0] and "PostgreSQL" in lines[0]
+    assert "[api_database] connection" in lines[0] and "MySQL URL" in lines[0]
+    assert "port is not a number" in lines[0] and ":pw@" not in lines[0]
 
 
 def test_generate_sample_command_writes_the_sample(tmp_path: Path) -> None:

@@ -111,3 +111,51 @@ async def test_close_then_terminate_never_blocks_shutdown(
     async with asyncio.timeout(2):  # the bound below is 0.05 s
         await close_or_terminate(handle, 0.05)
     assert (handle.closed, handle.terminated) == (closed, terminated)
+
+
+class _NodePool:
+    """A MySQL pool on one address of a two-node cluster whose first node is gone."""
+
+    def __init__(self, host: int) -> None:
+        self.host = host
+
+    async def fetch(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        await asyncio.sleep(0)  # the three reads are all on this pool when it fails
+        if self.host == 0:
+            raise ConnectionRefusedError(111, "node 0 is gone")
+        return [(1,)]
+
+    async def ping(self) -> None:
+        await self.fetch("SELECT 1", ())
+
+    def terminate(self) -> None:
+        pass
+
+
+async def test_a_failed_galera_node_sends_the_next_pool_to_the_next_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncsched.state.db_mysql import MysqlPool
+
+    opened: list[int] = []
+
+    async def open_pool(*_: Any, host: int, **__: Any) -> _NodePool:
+        opened.append(host)
+        return _NodePool(host)
+
+    monkeypatch.setattr(MysqlPool, "open", open_pool)
+    db = NovaDatabase(
+        "cell1",
+        "mysql+pymysql://nova:pw@db1,db2/nova",
+        pool_size=1,
+        query_timeout=5,
+        reconnect_max=0.5,
+        clock=time.time,
+    )
+    assert db.address == "db1:3306"
+    results = await asyncio.gather(
+        *(db.fetch("SELECT 1") for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, Exception) for r in results)
+    assert db.address == "db2:3306"  # three reads failed together: one address on, not three
+    assert await db.probe() is True and opened == [0, 1]

@@ -206,12 +206,21 @@ def test_placement_database_option_as_placement_conf_spells_it() -> None:
     assert PlacementMirror.from_config(load_string("")) is None
 
 
-def test_mysql_placement_database_gets_the_nova_databases_error() -> None:
+def test_mysql_placement_database_builds_the_mirror_and_a_bad_one_is_refused_alike() -> None:
+    """Placement's database on MySQL/MariaDB (issue #25): the mirror reads it in its dialect;
+    a malformed URL gets the nova databases' error, the password masked."""
+    from asyncsched.state.placement_mirror import PlacementMirror
+
+    conf = load_string(
+        "[placement_database]\nconnection = mysql+pymysql://p:secret@db/placement?charset=utf8\n"
+    )
+    mirror = PlacementMirror.from_config(conf)
+    assert mirror is not None and mirror.url.dialect == "mysql"
+    assert mirror.url.hosts == (("db", 3306),) and "secret" not in mirror.redacted
     with pytest.raises(ConfigError) as placement_err:
-        load_string("[placement_database]\nconnection = mysql+pymysql://p:secret@db/placement\n")
+        load_string("[placement_database]\nconnection = mysql+pymysql://p:secret@db:x/placement\n")
     with pytest.raises(ConfigError) as api_err:
-        load_string("[api_database]\nconnection = mysql+pymysql://p:secret@db/nova_api\n")
-    assert "mysql database URLs are not supported" in str(placement_err.value)
+        load_string("[api_database]\nconnection = mysql+pymysql://p:secret@db:x/nova_api\n")
     assert (
         str(placement_err.value).split(": invalid value")[1]
         == str(api_err.value).split(": invalid value")[1]
