@@ -95,3 +95,14 @@ def test_a_zero_date_reads_as_null_not_text() -> None:
     rows = as_rows(desc, [(1, "0000-00-00 00:00:00", "h1"), (2, when, "0000-00-00")])
     assert rows[0]["updated_at"] is None and rows[0]["host"] == "h1"
     assert rows[1]["updated_at"] == when and rows[1]["host"] == "0000-00-00"
+
+
+async def test_the_second_of_the_last_read_counts_whole() -> None:
+    """A stamp of the same second as a read taken at .7 s (PostgreSQL's clock) is read again."""
+    index = CellIndex()
+    stamp = datetime(2026, 1, 1, 9, 0, 5)
+    index.service_stamps[7] = (stamp, stamp, None)
+    db = _DB()
+    seen = datetime(2026, 1, 1, 9, 0, 5, 700000)
+    await read_stamped(db, index, [(7, stamp, stamp, None)], seen)  # type: ignore[arg-type]
+    assert db.asked == [[7]]
