@@ -1,6 +1,7 @@
 # The two set-up commands of the README:
 #   make demo   local stack (RabbitMQ, PostgreSQL, real Placement) + seeded demo cloud +
 #               asyncsched + a batch boot through the real oslo.messaging client
+#               (make demo DB=mysql: the databases on MariaDB)
 #   make test   the whole test suite (ruff, mypy, pytest), as CI runs it
 # Issue #13 at full size (not part of make test, which runs them at CI size):
 #   make chaos  fault tests at the big sizes (200 calls in flight, ...), figures printed
@@ -19,8 +20,10 @@ bootstrap:
 services:
 	tools/services.sh
 
+# DB=mysql: nova's and Placement's databases on MariaDB instead of PostgreSQL.
+DB ?= postgresql
 demo: bootstrap services
-	$(VENV)/python tools/demo.py
+	$(VENV)/python tools/demo.py --db $(DB)
 
 lint: bootstrap
 	$(VENV)/ruff check .
@@ -59,9 +62,10 @@ parity: bootstrap
 # Issue #20 alone: every nova operation under the real nova 34 control plane (nova-api,
 # nova-conductor, fake computes), each scenario against nova-scheduler, asyncsched and
 # asyncsched with the Placement mirror (also part of make test). docs/nova-operations.md.
+# DB=mysql: the plane's databases (nova's and Placement's) on MariaDB.
 e2e-nova: bootstrap services
 	tools/nova_venv.sh
-	$(VENV)/pytest -p no:cacheprovider --durations=10 tests/integration/nova
+	ASYNCSCHED_NOVA_DB=$(DB) $(VENV)/pytest -p no:cacheprovider --durations=10 tests/integration/nova
 
 sample: bootstrap
 	$(VENV)/asyncsched generate-sample > config/asyncsched.conf.sample

@@ -163,3 +163,80 @@ async def verify_readback(
         _, tr = await seeder.call("GET", f"/resource_providers/{p.uuid}/traits")
         assert sorted(tr["traits"]) == sorted(TRAITS), tr
     return len(chosen)
+
+
+#: what one seeded instance holds (``NovaDB.add_instances_bulk``'s instance rows)
+INSTANCE = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
+
+
+async def seed_allocations(dsn: str, consumers: list[tuple[str, str]]) -> int:
+    """COPY one allocation of :data:`INSTANCE` per (consumer uuid, provider uuid) into
+    Placement's tables as its ``PUT /allocations`` stores them: one project and user, a
+    ``consumers`` row (generation 1) and a row per class in ``allocations``. Returns the
+    allocation rows written."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        classes = {
+            r["name"]: r["id"] for r in await conn.fetch("SELECT id, name FROM resource_classes")
+        }
+        rp = {
+            r["uuid"]: r["id"] for r in await conn.fetch("SELECT id, uuid FROM resource_providers")
+        }
+        now = datetime.now(UTC).replace(tzinfo=None)
+        async with conn.transaction():
+            project = await conn.fetchval(
+                "INSERT INTO projects (external_id, created_at, updated_at) "
+                "VALUES ('bench-project', $1, $1) RETURNING id",
+                now,
+            )
+            user = await conn.fetchval(
+                "INSERT INTO users (external_id, created_at, updated_at) "
+                "VALUES ('bench-user', $1, $1) RETURNING id",
+                now,
+            )
+            await conn.copy_records_to_table(
+                "consumers",
+                columns=["uuid", "project_id", "user_id", "generation", "created_at", "updated_at"],
+                records=[(c, project, user, 1, now, now) for c, _ in consumers],
+            )
+            rows = [
+                (rp[p], c, classes[rc], n, now, now)
+                for c, p in consumers
+                for rc, n in INSTANCE.items()
+            ]
+            await conn.copy_records_to_table(
+                "allocations",
+                columns=[
+                    "resource_provider_id",
+                    "consumer_id",
+                    "resource_class_id",
+                    "used",
+                    "created_at",
+                    "updated_at",
+                ],
+                records=rows,
+            )
+            await conn.execute("ANALYZE")
+        return len(rows)
+    finally:
+        await conn.close()
+
+
+async def verify_allocations(
+    seeder: Seeder, consumers: list[tuple[str, str]], sample: int = 100
+) -> int:
+    """Placement's API shows a random sample of seeded consumers' allocations as written,
+    and their providers' usages as the sum of the seeded ones; returns how many checked."""
+    rng = random.Random(2)
+    per_rp: dict[str, int] = {}
+    for _, p in consumers:
+        per_rp[p] = per_rp.get(p, 0) + 1
+    chosen = rng.sample(consumers, min(sample, len(consumers)))
+    for c, p in chosen:
+        status, got = await seeder.call("GET", f"/allocations/{c}")
+        assert status == 200 and got["allocations"] == {
+            p: {"resources": INSTANCE, "generation": got["allocations"][p]["generation"]}
+        }, got
+        _, usages = await seeder.call("GET", f"/resource_providers/{p}/usages")
+        assert usages["usages"] == {rc: n * per_rp[p] for rc, n in INSTANCE.items()}, usages
+    return len(chosen)

@@ -20,6 +20,7 @@ Run after tools/bootstrap.sh and tools/services.sh (``make demo`` does both).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -51,7 +52,8 @@ from tests.support.cloud import (  # noqa: E402
 )
 from tests.support.net import free_port  # noqa: E402
 from tests.support.notify_listener import NotifyListener  # noqa: E402
-from tests.support.nova_db import NovaDB  # noqa: E402
+from tests.support.nova_db import BACKENDS, Backend, NovaDB  # noqa: E402
+from tests.support.nova_db_mysql import MysqlNovaDB  # noqa: E402
 from tests.support.oslo_caller import (  # noqa: E402
     OsloSchedulerClient,
     fake_nova_exception,
@@ -98,6 +100,8 @@ def cli(args: list[str]) -> str:
 
 
 def placement_db_url(placement: PlacementServer) -> str:
+    if placement.db_backend == "mysql":
+        return placement.db_url  # mysql+pymysql://...?charset=utf8, as placement.conf has it
     return f"postgresql://root@127.0.0.1/{placement.db_name}"
 
 
@@ -206,11 +210,15 @@ async def call(client: OsloSchedulerClient, spec_obj: dict[str, Any], uuids: lis
     return await asyncio.to_thread(client.select_destinations, spec_obj, uuids)
 
 
-async def run(tmp: Path) -> int:
+async def run(tmp: Path, backend: Backend = "postgresql") -> int:
     vhost = f"asyncsched-demo-{uuid.uuid4().hex[:8]}"
     amqp = broker.amqp_url(vhost)
-    db = NovaDB(prefix="asyncsched_demo")
-    placement = PlacementServer()
+    db = (
+        MysqlNovaDB(tmp / "nova-manage-mysql", prefix="asyncsched_demo")
+        if backend == "mysql"
+        else NovaDB(prefix="asyncsched_demo")
+    )
+    placement = PlacementServer(db_backend=backend)
     proc: subprocess.Popen[bytes] | None = None
     listener: NotifyListener | None = None
     client: OsloSchedulerClient | None = None
@@ -227,7 +235,8 @@ async def run(tmp: Path) -> int:
         async with placement.seeder() as seeder:
             cloud = await seed_cloud(db, seeder, hosts, aggs)
         cells = {c.uuid: c.name for c in db.cells}
-        print(f"  PostgreSQL: {db.api_dbname} + cell0 + {', '.join(c.dbname for c in db.cells)}")
+        server = "MariaDB:   " if backend == "mysql" else "PostgreSQL:"
+        print(f"  {server} {db.api_dbname} + cell0 + {', '.join(c.dbname for c in db.cells)}")
         print(f"  Placement:  {placement.url} (openstack-placement, database {placement.db_name})")
         print(f"  RabbitMQ:   vhost {vhost}")
         print(
@@ -418,9 +427,17 @@ async def run(tmp: Path) -> int:
             broker.delete_vhost(vhost)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="The demo of README's make demo.")
+    ap.add_argument(
+        "--db",
+        choices=BACKENDS,
+        default="postgresql",
+        help="where nova's and Placement's databases are (make demo DB=mysql: MariaDB)",
+    )
+    backend: Backend = ap.parse_args(argv).db
     with tempfile.TemporaryDirectory(prefix="asyncsched-demo-", dir="/tmp") as tmp:
-        return asyncio.run(run(Path(tmp)))
+        return asyncio.run(run(Path(tmp), backend))
 
 
 if __name__ == "__main__":

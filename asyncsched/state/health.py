@@ -117,3 +117,4 @@ class MirrorHealth(Snapshot):
     guard_usage_queries: int
     providers_over_capacity: int
     over_capacity_found: int
+    last_allocation_rows_moved: int = 0  # allocation rows gone or appeared in the last refresh

@@ -624,7 +624,7 @@ class ControlPlane:
         if mirror:
             extra += [
                 "[placement_database]",
-                f"connection = postgresql://root@127.0.0.1:5432/{self.placement.db_name}",
+                f"connection = {self.placement.db_url}",
             ]
         text = config_file_text(config)
         conf.write_text(_merge_ini(text, extra))

@@ -69,11 +69,14 @@ class MysqlConn:
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
+        # one statement at a time: seed_cloud seeds hosts concurrently, and two queries on one
+        # MySQL connection at once break its packet sequence
+        self._one = asyncio.Lock()
 
     async def _run(self, sql: str, args: Sequence[Any]) -> tuple[list[Any], int]:
         text, returning = _translate(sql)
         query, bound = bind(text, args)
-        async with self._conn.cursor() as cur:
+        async with self._one, self._conn.cursor() as cur:
             await cur.execute(query, bound)
             if returning:
                 return [(cur.lastrowid,)], cur.rowcount

@@ -88,11 +88,18 @@ class RootColumns:
     def follow(self, state: MirrorState) -> RootColumns:
         """These columns for a newer state: only the roots whose value changed are redone
         (a refresh under claims changes a few providers of 10,000); else built anew."""
-        roots = [p for p in state.providers.values() if p.is_root]
         old = self.roots
-        if len(roots) != len(old) or any(a.id != b.id for a, b in zip(roots, old, strict=True)):
-            return RootColumns(state, roots)
-        rows = [i for i, (a, b) in enumerate(zip(roots, old, strict=True)) if a is not b]
+        moved = state.moved_since(self.state)
+        if moved is not None:  # the mirror says which: no pass over every root
+            rows = sorted(r for i in moved if (r := self.row.get(i)) is not None)
+            roots = list(old)
+            for r in rows:
+                roots[r] = state.providers[old[r].id]
+        else:
+            roots = [p for p in state.providers.values() if p.is_root]
+            if len(roots) != len(old) or any(a.id != b.id for a, b in zip(roots, old, strict=True)):
+                return RootColumns(state, roots)
+            rows = [i for i, (a, b) in enumerate(zip(roots, old, strict=True)) if a is not b]
         if len(rows) > len(roots) // 4:
             return RootColumns(state, roots)
         out = RootColumns.__new__(RootColumns)

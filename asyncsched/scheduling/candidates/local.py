@@ -95,6 +95,8 @@ class LocalCandidates:
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
+        # the last answer's roots dropped for pending claims, kept while they stay the same
+        self._dropping = Dropping()
 
     def columns(self, state: MirrorState) -> RootColumns:
         cols = self._columns
@@ -142,7 +144,7 @@ class LocalCandidates:
                 kept = self._compute(state, request, g, {})
             self._answers[key] = kept
         base = kept[0]
-        return with_pending(state, base, g, pending) if pending else base
+        return with_pending(state, base, g, pending, self._dropping) if pending else base
 
     def _mask(
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
@@ -209,7 +211,13 @@ class LocalCandidates:
             return None
         if (mask & ~old_mask).any():
             return None  # a root joined: its place in the answer's order needs a full build
-        changed = [i for i in np.flatnonzero(mask).tolist() if roots[i] is not old_roots[i]]
+        moved = state.moved_since(prior_state)
+        if moved is not None:  # the mirror says which roots may differ: only those looked at
+            row = cols.row
+            maybe = sorted(r for i in moved if (r := row.get(i)) is not None and mask[r])
+        else:
+            maybe = np.flatnonzero(mask).tolist()
+        changed = [i for i in maybe if roots[i] is not old_roots[i]]
         if any(roots[i].id != old_roots[i].id for i in changed):
             return None
         left = np.flatnonzero(old_mask & ~mask).tolist()
@@ -298,12 +306,41 @@ def plus_pending(shown: Mapping[str, Any], pending: Mapping[str, int]) -> dict[s
     }
 
 
+@dataclass(slots=True)
+class Dropping:
+    """The roots :func:`with_pending` last dropped from one base answer, and what dropping
+    them made: while the next request drops the same roots from the same answer it gets the
+    same allocation requests objects (no pass over the answer's hosts, and the scheduler's
+    view of the hosts, kept per ``alloc_reqs_by_rp_uuid`` object, still holds)."""
+
+    base: Candidates | None = None
+    gone: frozenset[str] = frozenset()
+    areqs: list[dict[str, Any]] | None = None
+    by_rp: dict[str, list[dict[str, Any]]] | None = None
+    dropped: frozenset[str] = frozenset()
+
+    def made(
+        self, base: Candidates, gone: frozenset[str]
+    ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], frozenset[str]] | None:
+        if self.base is base and self.gone == gone and self.areqs is not None:
+            assert self.by_rp is not None
+            return self.areqs, self.by_rp, self.dropped
+        return None
+
+
 def with_pending(
-    state: MirrorState, base: Candidates, g: RequestGroup, pending: Pending
+    state: MirrorState,
+    base: Candidates,
+    g: RequestGroup,
+    pending: Pending,
+    dropping: Dropping | None = None,
 ) -> Candidates:
     """``base`` (the answer with no pending claim) as :meth:`LocalCandidates.compute` answers
     with ``pending``: an anchored root the pending amounts no longer fit is dropped with its
-    tree, and every shown provider with pending amounts gets a summary including them."""
+    tree, and every shown provider with pending amounts gets a summary including them.
+
+    The work is per pending provider; dropping roots costs a pass over the answer, once per
+    set of roots dropped when ``dropping`` keeps it (the same set: the same objects again)."""
     by_rp, summaries = base.alloc_reqs_by_rp_uuid, base.provider_summaries
     providers = state.providers
     wanted = g.resources.items()
@@ -322,18 +359,35 @@ def with_pending(
     # the same allocation requests object while no root is gone: the scheduler keeps its
     # view of the hosts for as long as that object stands
     areqs, new_by_rp = base.allocation_requests, by_rp
-    dropped: set[str] = set()
+    dropped: frozenset[str] = frozenset()
     if gone:
-        new_by_rp = dict(by_rp)
-        left: set[int] = set()
-        for uuid in gone:
-            left.update(id(a) for a in new_by_rp.pop(uuid))
-            for rp_id in state.tree_of(state.by_uuid[uuid]):
-                if (u := providers[rp_id].uuid) in summaries:
-                    dropped.add(u)
-        areqs = [a for a in areqs if id(a) not in left]
+        gone_set = frozenset(gone)
+        made = dropping.made(base, gone_set) if dropping is not None else None
+        if made is None:
+            made = _drop(state, base, gone_set)
+            if dropping is not None:
+                dropping.base, dropping.gone = base, gone_set
+                dropping.areqs, dropping.by_rp, dropping.dropped = made
+        areqs, new_by_rp, dropped = made
     patch = {u: plus_pending(summaries[u], pending[u]) for u in shown if u not in dropped}
     return Candidates(areqs, PatchedSummaries(summaries, patch, dropped), new_by_rp, base.version)
+
+
+def _drop(
+    state: MirrorState, base: Candidates, gone: frozenset[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], frozenset[str]]:
+    """``base``'s allocation requests without the roots ``gone`` (and their trees)."""
+    providers, summaries = state.providers, base.provider_summaries
+    new_by_rp = dict(base.alloc_reqs_by_rp_uuid)
+    left: set[int] = set()
+    dropped: set[str] = set()
+    for uuid in gone:
+        left.update(id(a) for a in new_by_rp.pop(uuid))
+        for rp_id in state.tree_of(state.by_uuid[uuid]):
+            if (u := providers[rp_id].uuid) in summaries:
+                dropped.add(u)
+    areqs = [a for a in base.allocation_requests if id(a) not in left]
+    return areqs, new_by_rp, frozenset(dropped)
 
 
 class PatchedSummaries(Mapping[str, Any]):
@@ -343,7 +397,9 @@ class PatchedSummaries(Mapping[str, Any]):
 
     __slots__ = ("_base", "_dropped", "_patch")
 
-    def __init__(self, base: Mapping[str, Any], patch: dict[str, Any], dropped: set[str]) -> None:
+    def __init__(
+        self, base: Mapping[str, Any], patch: dict[str, Any], dropped: frozenset[str]
+    ) -> None:
         self._base, self._patch, self._dropped = base, patch, dropped
 
     def __getitem__(self, key: str) -> Any:

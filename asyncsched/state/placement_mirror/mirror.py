@@ -17,15 +17,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
 from asyncsched.common.tasks import cancel_and_wait
-from asyncsched.conf.dsn import to_asyncpg_dsn
+from asyncsched.conf.dsn import parse_db_url
 from asyncsched.conf.options import Config
 from asyncsched.conf.redact import mask_url_passwords
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.state.db import close_or_terminate
 from asyncsched.state.health import MirrorHealth
+from asyncsched.state.placement_mirror.connection import MirrorConnection, connect
 from asyncsched.state.placement_mirror.model import MirrorState
 from asyncsched.state.placement_mirror.reader import Names, Prints, RefreshResult, read
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
@@ -50,6 +49,7 @@ class _Stats:
     max_ms: float = 0.0
     total_ms: float = 0.0
     last_changed: int = 0
+    last_rows_moved: int = 0
     last_error: str | None = None
     load_ms: float | None = None
     timings: list[float] = field(default_factory=list)
@@ -70,7 +70,8 @@ class PlacementMirror:
         query_timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.dsn = to_asyncpg_dsn(url)
+        self.url = parse_db_url(url)  # ConfigError: not a PostgreSQL or MySQL URL
+        self._host = 0  # the address tried first (several: a Galera cluster)
         self.redacted = mask_url_passwords(url)
         self.interval = interval
         self.max_age = max_age
@@ -80,13 +81,14 @@ class PlacementMirror:
         self._names: Names | None = None
         self._prints: Prints | None = None
         self._snapshot_at: float | None = None  # clock when the last good snapshot began
-        self._conn: asyncpg.Connection | None = None
+        self._conn: MirrorConnection | None = None
         self._lock = asyncio.Lock()
         self._seq = 0  # refreshes asked for
         self._seq_done = 0  # every refresh asked for up to this one has been applied
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._pending_sum: dict[str, dict[str, int]] | None = None  # pending_usage(), kept
         self._stats = _Stats()
         self._over: set[str] = set()  # uuids of providers over capacity now
         # the overcommit guard's fresh reads of one provider, on connections of their own
@@ -154,8 +156,11 @@ class PlacementMirror:
 
     # ---- refresh ----
 
-    async def _drop_conn(self) -> None:
+    async def _drop_conn(self, *, failed: bool = False) -> None:
+        """Close the connection; after a failure the next one goes to the next address."""
         conn, self._conn = self._conn, None
+        if failed and len(self.url.hosts) > 1:
+            self._host = (self._host + 1) % len(self.url.hosts)
         if conn is not None:
             await close_or_terminate(conn, 2.0)
 
@@ -172,13 +177,15 @@ class PlacementMirror:
             try:
                 async with asyncio.timeout(self.query_timeout):
                     if self._conn is None or self._conn.is_closed():
-                        self._conn = await asyncpg.connect(self.dsn, statement_cache_size=16)
-                    async with self._conn.transaction(isolation="repeatable_read", readonly=True):
+                        self._conn = await connect(
+                            self.url, host=self._host, connect_timeout=self.query_timeout
+                        )
+                    async with self._conn.snapshot():
                         result = await read(self._conn, self.state, self._names, self._prints)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                await self._drop_conn()
+                await self._drop_conn(failed=True)
                 msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self._fail(msg)
                 raise DatabaseUnavailable(f"placement database ({self.redacted}): {msg}") from exc
@@ -202,6 +209,7 @@ class PlacementMirror:
         s.max_ms = max(s.max_ms, ms)
         s.total_ms += ms
         s.last_changed = result.changed
+        s.last_rows_moved = result.rows_moved
         s.timings = [*s.timings[-199:], ms]
         self._watch_capacity(self.state, result.state)
         self.state = result.state
@@ -210,6 +218,7 @@ class PlacementMirror:
         self._snapshot_at = started
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
+        self._pending_sum = None
 
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
@@ -267,13 +276,22 @@ class PlacementMirror:
             self._clock(),
             {rp: dict(a.get("resources") or {}) for rp, a in allocs.items()},
         )
+        self._pending_sum = None
 
     def note_released(self, consumers: Iterable[str]) -> None:
         for c in consumers:
-            self._pending.pop(c, None)
+            if self._pending.pop(c, None) is not None:
+                self._pending_sum = None
 
-    def pending_usage(self) -> dict[str, dict[str, int]]:
-        """Amounts this process claimed that the current state does not show yet, by rp uuid."""
+    def pending_usage(self) -> Mapping[str, Mapping[str, int]]:
+        """Amounts this process claimed that the current state does not show yet, by rp uuid
+        (read-only: the same value until a claim, a release or a refresh changes it, so a
+        request between two of those costs nothing here)."""
+        if self._pending_sum is None:
+            self._pending_sum = self._pending_sums()
+        return self._pending_sum
+
+    def _pending_sums(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for p in self._pending.values():
             for rp, res in p.allocations.items():
@@ -303,6 +321,7 @@ class PlacementMirror:
             refresh_ms_p50=round(timings[len(timings) // 2], 2) if timings else None,
             refresh_ms_max=round(s.max_ms, 2),
             last_changed_providers=s.last_changed,
+            last_allocation_rows_moved=s.last_rows_moved,
             pending_claims=len(self._pending),
             last_error=s.last_error,
             guard_usage_queries=self.usage.queries,  # the overcommit guard's reads

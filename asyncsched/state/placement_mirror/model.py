@@ -6,12 +6,18 @@ did not change, so a reader holding one state sees one consistent snapshot of Pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from asyncsched.common.capacity import usable
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+_SERIALS = itertools.count(1)
+
+
+def _serial() -> int:
+    return next(_SERIALS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,26 @@ class MirrorState:
     has_sharing: bool
     known_traits: frozenset[str]
     known_classes: frozenset[str]
+    #: this state's number; and, for a state made from another by replacing some providers'
+    #: values (same providers, trees, uuids and sharing), that state's number and the ids of
+    #: the providers replaced, so what is kept per state (columns, answers) redoes only those
+    serial: int = field(default_factory=_serial)
+    since: tuple[int, frozenset[int]] | None = None
+
+    def with_providers(
+        self, providers: Mapping[int, Provider], moved: Iterable[int]
+    ) -> MirrorState:
+        """This state with ``providers`` (the same ids, trees, uuids and sharing as here),
+        of which those in ``moved`` may differ."""
+        return replace(
+            self, providers=providers, serial=_serial(), since=(self.serial, frozenset(moved))
+        )
+
+    def moved_since(self, other: MirrorState) -> frozenset[int] | None:
+        """The providers that may differ from ``other`` when this state was made from it
+        by :meth:`with_providers`; None when that is not known."""
+        since = self.since
+        return since[1] if since is not None and since[0] == other.serial else None
 
     @classmethod
     def build(

@@ -18,16 +18,7 @@ from typing import Any
 
 from asyncsched.common.capacity import capacity as placement_capacity
 from asyncsched.state.db import NovaDatabase
-
-# Per provider and resource class of its inventory: Placement's capacity inputs and the sum
-# allocated (a class with allocations always has inventory: Placement refuses to delete it).
-_USAGE = (
-    "SELECT rp.uuid, rc.name, i.total, i.reserved, i.allocation_ratio, "
-    "COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = rp.id "
-    "AND a.resource_class_id = i.resource_class_id), 0)::bigint "
-    "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
-    "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid = ANY($1::text[])"
-)
+from asyncsched.state.placement_mirror.statements import BY_DIALECT
 
 Capacity = dict[str, int]
 Used = dict[str, int]
@@ -48,6 +39,7 @@ class ProviderUsageReader:
             reconnect_max=timeout,
             clock=time.monotonic,
         )
+        self._sql = BY_DIALECT[self._db.parsed.dialect].provider_usage
         self._asked: dict[str, list[asyncio.Future[Usage]]] = {}
         self._queries: set[asyncio.Task[None]] = set()
         self.queries = 0
@@ -70,7 +62,7 @@ class ProviderUsageReader:
         self.queries += 1
         waiting = [a for answers in asked.values() for a in answers]
         try:
-            rows = await self._db.fetch(_USAGE, list(asked))
+            rows = await self._db.fetch(self._sql, list(asked))
         except asyncio.CancelledError:  # closed
             for a in waiting:
                 a.cancel()

@@ -2,9 +2,11 @@
 
 Real RabbitMQ (``module_amqp_url`` of tests/integration/conftest.py: a throwaway vhost, the
 ``scheduler`` queue name is fixed by nova, so modules running side by side must not share one),
-real PostgreSQL (NovaDB: API + cell0 + 2 cells with nova's tables), the real Placement
-(``placement_server``, openstack-placement under gunicorn) seeded with providers that match the
-compute nodes, and the real oslo.messaging RPCClient as nova-conductor uses it.
+real PostgreSQL (NovaDB: API + cell0 + 2 cells with nova's tables) or, where a module
+parametrizes ``db_backend``, MariaDB (nova-manage's schema), the real Placement
+(``placement_server``, openstack-placement under gunicorn, on the same database server) seeded
+with providers that match the compute nodes, and the real oslo.messaging RPCClient as
+nova-conductor uses it.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import pytest
 import pytest_asyncio
 
 from tests.support.cloud import AggregatePlan, Cloud, HostPlan, seed_cloud
-from tests.support.nova_db import NovaDB
+from tests.support.nova_db import Backend, NovaDB
+from tests.support.nova_db_mysql import MysqlNovaDB
 from tests.support.oslo_caller import OsloSchedulerClient
 from tests.support.placement_server import PlacementServer
 
@@ -57,8 +61,16 @@ class SeededStack:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def seeded(placement_server: PlacementServer) -> AsyncIterator[SeededStack]:
-    db = NovaDB(prefix="asyncsched_e2e")
+async def seeded(
+    placement_server: PlacementServer,
+    db_backend: Backend,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[SeededStack]:
+    db = (
+        MysqlNovaDB(tmp_path_factory.getbasetemp() / "nova-manage-mysql", prefix="asyncsched_e2e")
+        if db_backend == "mysql"
+        else NovaDB(prefix="asyncsched_e2e")
+    )
     try:
         await db.create(n_cells=2)
         hosts, aggs = cloud_plan()

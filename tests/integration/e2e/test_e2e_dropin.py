@@ -2,7 +2,11 @@
 with ``endpoint`` and ``token``, and notifications on. ``asyncsched serve`` loads it unchanged,
 nova-conductor's real oslo.messaging client calls it, claims land in the real Placement (noauth2:
 only the token ``admin`` may read candidates and claim), and the real oslo.messaging notification
-listener receives scheduler.select_destinations.start/.end in both formats."""
+listener receives scheduler.select_destinations.start/.end in both formats.
+
+Once with nova's and Placement's databases on PostgreSQL, once on MariaDB (issue #25: the
+``[api_database]``/cell URLs are ``mysql+pymysql://...?charset=utf8`` as deployment tools write
+them, the schema nova-manage's); the same requests get the same hosts on both."""
 
 from __future__ import annotations
 
@@ -22,10 +26,17 @@ from tests.integration.e2e.checks import check_allocations, check_selections
 from tests.integration.e2e.conftest import SeededStack
 from tests.support.cloud import AZ1, SMALL, config_file_text, daemon_config, decode_reply
 from tests.support.notification_listener import NotificationListener
+from tests.support.nova_db import BACKENDS, Backend
 from tests.support.oslo_caller import OsloSchedulerClient, request_spec_primitive
 from tests.support.serve_process import ServeProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.parametrize("db_backend", BACKENDS, scope="module"),
+]
+#: backend -> the hosts chosen by test_same_decisions_on_both_databases, to compare
+DECISIONS: dict[str, list[list[str]]] = {}
 
 
 def nova_conf(stack: SeededStack, module_amqp_url: str, host: str) -> str:
@@ -52,7 +63,10 @@ def nova_conf(stack: SeededStack, module_amqp_url: str, host: str) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def listener(module_amqp_url: str) -> AsyncIterator[NotificationListener]:
+async def listener(
+    module_amqp_url: str, db_backend: Backend
+) -> AsyncIterator[NotificationListener]:
+    """One per database backend: the other run's notifications are not this one's."""
     lst = await asyncio.to_thread(
         NotificationListener, module_amqp_url, ["notifications", "versioned_notifications"]
     )
@@ -137,3 +151,46 @@ async def test_the_token_is_what_placement_judges(seeded: SeededStack) -> None:
     async with PlacementClient(opts) as client:  # GET / needs no role
         with pytest.raises(PlacementError, match="HTTP 403"):
             await client.get_allocation_candidates(ResourceRequest())
+
+
+def shape(stack: SeededStack, host: str) -> str:
+    """What tells a host from another to the scheduler here: its size and zone."""
+    p = stack.cloud.hosts[host].plan
+    return f"{p.vcpus}/{p.memory_mb}/{p.disk_gb}/{','.join(p.aggregates)}"
+
+
+async def test_same_decisions_on_both_databases(
+    serve: tuple[ServeProcess, str],
+    seeded: SeededStack,
+    module_amqp_url: str,
+    db_backend: Backend,
+) -> None:
+    """Three requests in a row (a batch of 4, one of 2 into az-cap, one impossible): the hosts
+    and alternates asyncsched picks from nova's databases on MariaDB are the ones it picks on
+    PostgreSQL (the same seeded cloud, host_subset_size 1: no randomness), up to ties: hosts
+    alike in every respect weigh the same, and which of them comes first follows the order
+    the databases return rows in (nova's too), so a pick is compared as its host's shape."""
+    assert seeded.db.api_url.startswith(
+        "mysql+pymysql://" if db_backend == "mysql" else "postgresql+psycopg2://"
+    )
+    client = OsloSchedulerClient(module_amqp_url, timeout=120.0, call_monitor_timeout=30.0)
+    picks: list[list[str]] = []
+    try:
+        for n, az, mem in ((4, "az1", 4096), (2, "az-cap", 4096), (1, "az1", 10**7)):
+            spec = request_spec_primitive(
+                num_instances=n, memory_mb=mem, vcpus=2, root_gb=20, availability_zone=az
+            )
+            uuids = [str(uuid.uuid4()) for _ in range(n)]
+            call = asyncio.to_thread(client.select_destinations, spec, uuids)
+            try:
+                sels = decode_reply(await call)
+            except Exception as exc:  # NoValidHost, as nova's client gets it
+                picks.append([str(getattr(exc, "exc_type", type(exc).__name__))])
+                continue
+            picks += [[shape(seeded, s.service_host) for s in per] for per in sels]
+    finally:
+        client.close()
+    assert picks[-1] == ["NoValidHost"], picks
+    DECISIONS[db_backend] = picks
+    if len(DECISIONS) == len(BACKENDS):
+        assert DECISIONS["mysql"] == DECISIONS["postgresql"]

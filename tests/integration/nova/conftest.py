@@ -4,21 +4,34 @@
 the databases once (about a minute); ``nova`` is parametrized over the three schedulers and
 module-scoped, so pytest runs every scenario against nova-scheduler, then asyncsched, then
 asyncsched with the Placement mirror, swapping only the process on the ``scheduler`` topic.
+
+``ASYNCSCHED_NOVA_DB=mysql`` (``make e2e-nova DB=mysql``) puts the plane's databases (nova's
+API, cell0 and cell, Placement's) on MariaDB, made by nova-manage and placement-manage.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.nova.servers import Servers
 from tests.support.nova_control_plane import SCHEDULERS, ControlPlane
+from tests.support.nova_db import BACKENDS, Backend
 
 
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = ControlPlane(tmp_path_factory.mktemp("nova-plane"))
+def db_backend() -> Backend:
+    """Where the plane's databases are: PostgreSQL, or MariaDB with ASYNCSCHED_NOVA_DB=mysql."""
+    wanted = os.environ.get("ASYNCSCHED_NOVA_DB", "postgresql")
+    assert wanted in BACKENDS, f"ASYNCSCHED_NOVA_DB={wanted!r}: one of {BACKENDS}"
+    return "mysql" if wanted == "mysql" else "postgresql"
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory, db_backend: Backend) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path_factory.mktemp("nova-plane"), db_backend)
     try:
         cp.start()
         yield cp

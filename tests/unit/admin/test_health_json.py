@@ -67,7 +67,7 @@ EXPECTED: dict[str, Any] = {
         "database serving reason providers age_s interval_s max_age_s load_ms refreshes "
         "on_demand_refreshes refresh_failures refresh_ms_last refresh_ms_p50 refresh_ms_max "
         "last_changed_providers pending_claims last_error guard_usage_queries "
-        "providers_over_capacity over_capacity_found"
+        "providers_over_capacity over_capacity_found last_allocation_rows_moved"
     ),
     "candidates": {
         **keys("source why_not_mirror"),

@@ -1,9 +1,10 @@
-"""Which providers a refresh must read again: the array comparison is the dict one."""
+"""Which providers a refresh must read again: the numpy comparison is the dict one."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from asyncsched.state.placement_mirror.reader import ProviderArrays, _providers_moved
@@ -11,8 +12,8 @@ from asyncsched.state.placement_mirror.reader import ProviderArrays, _providers_
 
 def arrays(rows: dict[int, tuple[int, int, int, int]]) -> ProviderArrays:
     ids = sorted(rows)
-    cols = [[rows[i][c] for i in ids] for c in range(4)]
-    return (ids, cols[0], cols[1], cols[2], cols[3])
+    cols = [np.array([rows[i][c] for i in ids], dtype=np.int64) for c in range(4)]
+    return ProviderArrays(np.array(ids, dtype=np.int64), *cols)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -29,5 +30,6 @@ def test_moved_providers_are_those_whose_keys_differ(seed: int) -> None:
             del after[i]
         after[100 + seed] = (0, 100 + seed, 0, 0)
     changed, removed = _providers_moved(arrays(before), arrays(after))
-    assert sorted(changed) == sorted(i for i, k in after.items() if before.get(i) != k)
-    assert sorted(removed) == sorted(i for i in before if i not in after)
+    assert changed == sorted(i for i, k in after.items() if before.get(i) != k)
+    assert removed == sorted(i for i in before if i not in after)
+    assert _providers_moved(arrays(after), arrays(after)) == ([], [])

@@ -7,6 +7,7 @@ tests/integration/candidates/test_candidates_differential.py; here each rule is 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -248,8 +249,11 @@ def test_no_limit_every_matching_host_is_returned() -> None:
     assert len(hosts(LocalCandidates().compute(c.state(), req))) == 1500
 
 
-def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> None:
-    """A refresh changes a few providers; the patched columns must equal fresh ones."""
+@pytest.mark.parametrize("told", [False, True], ids=["found", "told_by_the_mirror"])
+def test_columns_followed_across_refreshes_answer_like_columns_built_anew(told: bool) -> None:
+    """A refresh changes a few providers; the patched columns must equal fresh ones, whether
+    the changed roots are found by a pass over them or named by the mirror's state
+    (``MirrorState.with_providers``, as the reader makes it)."""
     import random
 
     from tests.support.mirror_data import TRAITS
@@ -266,9 +270,12 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
         request({"VCPU": 1}, forbidden=["COMPUTE_STATUS_DISABLED"], member_of=[["A"]]),
         request({"DISK_GB": 50}, not_in=["B"]),
     ]
+    state = c.state()
     for _ in range(30):
+        moved = set()
         for _ in range(rng.randint(0, 6)):
             rp_id = rng.randint(1, 60)
+            moved.add(rp_id)
             p = c.providers[rp_id]
             what = rng.random()
             if what < 0.5:
@@ -285,7 +292,7 @@ def test_columns_followed_across_refreshes_answer_like_columns_built_anew() -> N
                 c.providers[rp_id] = replace(
                     p, inventories={**p.inventories, "DISK_GB": inv(rng.choice([10, 100]))}
                 )
-        state = c.state()
+        state = state.with_providers(dict(c.providers), moved) if told else c.state()
         for req in reqs:
             a, b = kept.compute(state, req), LocalCandidates().compute(state, req)
             assert isinstance(a, Candidates) and isinstance(b, Candidates)
@@ -335,3 +342,44 @@ def test_a_reused_answer_patched_with_pending_claims_equals_one_computed_anew() 
     assert isinstance(clean, Candidates) and isinstance(fresh, Candidates)
     assert list(clean.provider_summaries.items()) == list(fresh.provider_summaries.items())
     assert clean.allocation_requests == fresh.allocation_requests
+
+
+def test_pending_claims_dropping_the_same_roots_cost_no_pass_over_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests between two refreshes whose pending claims fill the same hosts get the same
+    allocation requests objects (the scheduler's host view is kept per object) without a
+    pass over every host; more pending claims on hosts still fitting only patch summaries;
+    a newly full host drops anew. Each answer equals the one computed anew."""
+    from asyncsched.scheduling.candidates import local
+
+    c = Cloud()
+    for i in range(50):
+        c.compute(f"h{i:02d}", vcpu=4)
+    state, req = c.state(), request({"VCPU": 2})
+    kept = LocalCandidates()
+    passes: list[int] = []
+    real_drop = local._drop
+
+    def counted(*a: Any) -> Any:
+        passes.append(1)
+        return real_drop(*a)
+
+    monkeypatch.setattr(local, "_drop", counted)
+
+    def check(pending: dict[str, dict[str, int]]) -> Candidates:
+        a = kept.compute(state, req, pending)
+        b = LocalCandidates(reuse_answers=False).compute(state, req, pending)
+        assert isinstance(a, Candidates) and isinstance(b, Candidates)
+        assert a.allocation_requests == b.allocation_requests
+        assert list(a.provider_summaries.items()) == list(b.provider_summaries.items())
+        return a
+
+    first = check({"h00": {"VCPU": 3}})
+    again = check({"h00": {"VCPU": 3}, "h01": {"VCPU": 1}})  # h01 still fits
+    assert again.alloc_reqs_by_rp_uuid is first.alloc_reqs_by_rp_uuid
+    assert again.allocation_requests is first.allocation_requests
+    assert len(passes) == 1
+    assert again.provider_summaries["h01"]["resources"]["VCPU"]["used"] == 1
+    full = check({"h00": {"VCPU": 3}, "h01": {"VCPU": 3}})  # h01 full now
+    assert "h01" not in full.alloc_reqs_by_rp_uuid and len(passes) == 2
