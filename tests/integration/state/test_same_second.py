@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import asyncsched.state.refresher as refresher
+from asyncsched.state import readers
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.readers import CellRead
 from tests.support.nova_db import NodeSpec, NovaDB
@@ -22,14 +22,14 @@ async def test_changes_stamped_with_the_second_of_the_last_read_are_seen(
     c1 = db.cells[0]
     a = await db.add_host(c1, NodeSpec(host="s-a"))
     read_at: list[datetime] = []
-    real = refresher.read_cell
+    real = readers.read_cell
 
     async def read_cell(*args: Any) -> CellRead:
         read = await real(*args)
         read_at.append(read.db_now)
         return read
 
-    monkeypatch.setattr(refresher, "read_cell", read_cell)
+    monkeypatch.setattr("asyncsched.state.refresher.read_cell", read_cell)
     async with HostStateCache(db.config(refresh_interval=3600)) as cache:
         hs = cache.get_by_uuid(a)
         assert hs is not None and hs.service is not None and not hs.service.disabled
