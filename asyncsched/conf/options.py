@@ -104,7 +104,7 @@ class DatabaseOptions:
     """``[database]``: the cell0/cell database nova-scheduler was given (used for cell lookups)."""
 
     connection: str | None = opt(
-        None, "SQLAlchemy URL of the cell database (PostgreSQL only).", secret=True
+        None, "SQLAlchemy URL of the cell database (PostgreSQL or MySQL/MariaDB).", secret=True
     )
 
 
@@ -113,7 +113,7 @@ class ApiDatabaseOptions:
     """``[api_database]``: cell mappings, host mappings and aggregates live here."""
 
     connection: str | None = opt(
-        None, "SQLAlchemy URL of the nova API database (PostgreSQL only).", secret=True
+        None, "SQLAlchemy URL of the nova API database (PostgreSQL or MySQL/MariaDB).", secret=True
     )
 
 
@@ -426,7 +426,7 @@ class AsyncschedOptions:
     assumed_ttl: float = opt(
         600.0, "Seconds a claimed-but-unreported consumption is kept on a host.", min=1.0
     )
-    db_pool_size: int = opt(4, "asyncpg connections per database.", min=1)
+    db_pool_size: int = opt(4, "Connections per database (asyncpg or asyncmy).", min=1)
     db_query_timeout: float = opt(30.0, "Seconds before a host-state query is abandoned.", min=1.0)
     db_reconnect_max: float = opt(
         0.5,

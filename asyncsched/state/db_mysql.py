@@ -86,6 +86,28 @@ def bind(sql: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
     return "".join(out), tuple(bound)
 
 
+# MySQL column types whose value is a datetime: TIMESTAMP, DATE, DATETIME
+_DATE_TYPES = frozenset({7, 10, 12})
+
+
+def as_rows(description: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any]]) -> list[Row]:
+    """Driver rows as :class:`Row`. A date the driver could not read (MySQL's zero date
+    ``0000-00-00 00:00:00``, which MariaDB stores without NO_ZERO_DATE) comes back as text:
+    it becomes None, as nova reads it, instead of breaking every pass over that row."""
+    make = row_type(tuple(d[0] for d in description))
+    dates = [i for i, d in enumerate(description) if d[1] in _DATE_TYPES]
+    out: list[Row] = []
+    for r in rows:
+        if dates and any(isinstance(r[i], str | bytes) for i in dates):
+            fixed = list(r)
+            for i in dates:
+                if isinstance(fixed[i], str | bytes):
+                    fixed[i] = None
+            r = fixed
+        out.append(make(r))
+    return out
+
+
 def connect_kwargs(url: DatabaseURL, host: int, timeout: float) -> dict[str, Any]:
     """The driver's connection arguments for ``url``, on its ``host``-th address."""
     kw: dict[str, Any] = {
@@ -136,8 +158,8 @@ class MysqlPool:
             rows = await cur.fetchall()
             if not cur.description:
                 return []
-            make = row_type(tuple(d[0] for d in cur.description))
-        return [make(r) for r in rows]
+            desc = cur.description
+        return as_rows(desc, rows)
 
     async def ping(self) -> None:
         await self.fetch("SELECT 1", ())

@@ -54,12 +54,15 @@ async def read_stamped(
     that applied it): on MySQL stamps are whole seconds, so a row changed again within the
     second that read saw keeps its stamp. No query when there is none."""
     known = index.service_stamps
+    # whole seconds: a stamp written in the same second as ``seen`` (truncated by MySQL, or
+    # by a writer whose clock says so) may follow the read it was applied by
+    since = None if seen is None else seen.replace(microsecond=0)
 
     def moved(r: Sequence[Any]) -> bool:
         if known.get(r[0]) != (r[1], r[2], r[3]):
             return True
         newest = _newest(r)
-        return seen is not None and newest is not None and newest >= seen
+        return since is not None and newest is not None and newest >= since
 
     want = [r[0] for r in changed if moved(r)]
     rows = await db.fetch(db.sql.services_by_id, want) if want else []

@@ -287,9 +287,9 @@ def is_mysql(db: NovaDB) -> bool:
 
 
 async def past_the_second(db: NovaDB) -> None:
-    """On MySQL, wait until the clock is in a later whole second than now: nova's DATETIME
-    stamps are whole seconds, so a test that needs a change to be *after* a read (not in the
-    same second, which the cache must treat as possibly unseen) waits for the next one."""
-    if is_mysql(db):
-        now = time.time()
-        await asyncio.sleep(math.ceil(now) - now + 0.05)
+    """Wait until the clock is in a later whole second than now: nova's DATETIME stamps are
+    whole seconds on MySQL (and a writer's clock may truncate on PostgreSQL too), so the cache
+    reads again every row of a read's own second; a test that needs a change to be *after* a
+    read, not in its second, waits for the next one."""
+    now = time.time()
+    await asyncio.sleep(math.ceil(now) - now + 0.05)

@@ -723,12 +723,12 @@ async def test_reread_services_rows_are_fetched_only_when_their_stamp_moved(
     monkeypatch.setattr(NovaDatabase, "fetch", spying_fetch)
     db: NovaDB = seeded["db"]
     c1 = seeded["c1"]
-    await past_the_second(db)  # MySQL: rows of the load's own second are read again
+    await past_the_second(db)  # rows of the load's own second are read again
     async with HostStateCache(db.config(refresh_interval=3600)) as cache:
         b = cache.get_by_uuid(seeded["c1b"])
         assert b is not None and b.service is not None
         await db.update_service(c1, "c1-b", disabled=True, disabled_reason="maintenance")
-        await past_the_second(db)  # MySQL: the read that applies it is in a later second
+        await past_the_second(db)  # the read that applies it is in a later second
         fetched.clear()
         await cache.refresh()
         assert fetched == [[b.service.id]]  # the other services are in the overlap, unchanged

@@ -9,7 +9,7 @@ import pytest
 
 from asyncsched.conf.dsn import parse_db_url
 from asyncsched.state.api import fingerprint
-from asyncsched.state.db_mysql import bind, connect_kwargs, row_type
+from asyncsched.state.db_mysql import as_rows, bind, connect_kwargs, row_type
 from asyncsched.state.index import CellIndex
 from asyncsched.state.readers import read_stamped
 from asyncsched.state.sql import MYSQL, POSTGRES
@@ -86,3 +86,23 @@ async def test_a_row_of_the_second_already_read_is_read_again(
     db = _DB()
     await read_stamped(db, index, [(7, stamp, stamp, None)], seen)  # type: ignore[arg-type]
     assert db.asked == ([[7]] if fetched else [])
+
+
+def test_a_zero_date_reads_as_null_not_text() -> None:
+    """MariaDB stores 0000-00-00 without NO_ZERO_DATE; the driver hands it over as text."""
+    when = datetime(2026, 1, 1, 9, 0, 0)
+    desc = [("id", 3), ("updated_at", 12), ("host", 253)]
+    rows = as_rows(desc, [(1, "0000-00-00 00:00:00", "h1"), (2, when, "0000-00-00")])
+    assert rows[0]["updated_at"] is None and rows[0]["host"] == "h1"
+    assert rows[1]["updated_at"] == when and rows[1]["host"] == "0000-00-00"
+
+
+async def test_the_second_of_the_last_read_counts_whole() -> None:
+    """A stamp of the same second as a read taken at .7 s (PostgreSQL's clock) is read again."""
+    index = CellIndex()
+    stamp = datetime(2026, 1, 1, 9, 0, 5)
+    index.service_stamps[7] = (stamp, stamp, None)
+    db = _DB()
+    seen = datetime(2026, 1, 1, 9, 0, 5, 700000)
+    await read_stamped(db, index, [(7, stamp, stamp, None)], seen)  # type: ignore[arg-type]
+    assert db.asked == [[7]]

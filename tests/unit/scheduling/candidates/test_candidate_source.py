@@ -217,10 +217,19 @@ def test_mysql_placement_database_builds_the_mirror_and_a_bad_one_is_refused_ali
     mirror = PlacementMirror.from_config(conf)
     assert mirror is not None and mirror.url.dialect == "mysql"
     assert mirror.url.hosts == (("db", 3306),) and "secret" not in mirror.redacted
+
+
+def test_a_bad_placement_database_url_gets_the_nova_databases_error() -> None:
+    """Issue #25: MySQL URLs load for Placement's database as for nova's; a bad one is
+    refused with the same reason, its password masked."""
+    url = "mysql+pymysql://p:secret@db/placement?charset=utf8"
+    conf = load_string(f"[placement_database]\nconnection = {url}\n")
+    assert conf.placement_database.connection == url
     with pytest.raises(ConfigError) as placement_err:
         load_string("[placement_database]\nconnection = mysql+pymysql://p:secret@db:x/placement\n")
     with pytest.raises(ConfigError) as api_err:
         load_string("[api_database]\nconnection = mysql+pymysql://p:secret@db:x/nova_api\n")
+    assert "port is not a number" in str(placement_err.value)
     assert (
         str(placement_err.value).split(": invalid value")[1]
         == str(api_err.value).split(": invalid value")[1]
