@@ -21,22 +21,15 @@ from asyncsched.common.capacity import capacity as placement_capacity
 from asyncsched.exceptions import DatabaseUnavailable
 from asyncsched.placement.usage import Holdings, ProviderUsage, UsageSource
 from asyncsched.state.db import NovaDatabase
+from asyncsched.state.placement_mirror.statements import BY_DIALECT
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 
 LOG = logging.getLogger(__name__)
 
-# One provider in one snapshot: each inventory's capacity inputs (consumer NULL), then every
-# allocation row on it with the serial id Placement gave it (rows of one write are one
-# transaction's, so a consumer's newest row dates its claim).
-_HOLDINGS = (
-    "SELECT rc.name, NULL::text, i.total, i.reserved, i.allocation_ratio, 0::bigint "
-    "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
-    "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid = $1 "
-    "UNION ALL "
-    "SELECT rc.name, a.consumer_id, a.used, 0, 0::float, a.id::bigint FROM allocations a "
-    "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
-    "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rp.uuid = $1"
-)
+# The read (``PROVIDER_HOLDINGS`` in the mirror's statements, one per dialect): one provider
+# in one snapshot, each inventory's capacity inputs (consumer NULL), then every allocation row
+# on it with the serial id Placement gave it (rows of one write are one transaction's, so a
+# consumer's newest row dates its claim).
 
 
 class HoldingsReader:
@@ -51,10 +44,11 @@ class HoldingsReader:
             reconnect_max=timeout,
             clock=time.monotonic,
         )
+        self._sql = BY_DIALECT[self._db.parsed.dialect].provider_holdings
 
     async def read(self, provider_uuid: str) -> Holdings | None:
         """None: the database does not know the provider."""
-        rows = await self._db.fetch(_HOLDINGS, provider_uuid)
+        rows = await self._db.fetch(self._sql, provider_uuid)
         capacity: dict[str, int] = {}
         held: dict[str, tuple[int, dict[str, int]]] = {}  # consumer: (newest row id, used)
         for name, consumer, total, reserved, ratio, row_id in rows:

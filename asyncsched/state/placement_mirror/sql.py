@@ -103,3 +103,17 @@ PROVIDER_USAGE = (
     "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
     "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid = ANY($1::text[])"
 )
+
+#: One provider ($1, its uuid): its inventory as (class name, NULL, total, reserved,
+#: allocation_ratio, 0) and each allocation row as (class name, consumer uuid, used, 0, 0,
+#: row id). Placement only inserts and deletes allocation rows, so a row's id is its write
+#: order: racing overcommit guards rank consumers by it (``scheduling/candidates/guard_usage``).
+PROVIDER_HOLDINGS = (
+    "SELECT rc.name, NULL::text, i.total, i.reserved, i.allocation_ratio, 0::bigint "
+    "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
+    "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid = $1 "
+    "UNION ALL "
+    "SELECT rc.name, a.consumer_id, a.used, 0, 0::float, a.id::bigint FROM allocations a "
+    "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+    "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rp.uuid = $1"
+)

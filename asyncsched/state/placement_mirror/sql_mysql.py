@@ -57,3 +57,13 @@ PROVIDER_USAGE = (
     "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
     "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid IN $1"
 )
+
+PROVIDER_HOLDINGS = (
+    "SELECT rc.name, CAST(NULL AS CHAR), i.total, i.reserved, i.allocation_ratio, 0 "
+    "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
+    "JOIN resource_classes rc ON rc.id = i.resource_class_id WHERE rp.uuid = $1 "
+    "UNION ALL "
+    "SELECT rc.name, a.consumer_id, a.used, 0, 0.0, a.id FROM allocations a "
+    "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+    "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rp.uuid = $1"
+)

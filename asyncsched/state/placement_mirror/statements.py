@@ -29,6 +29,7 @@ class MirrorSQL:
     allocations_all: str
     allocations_by_id: str
     provider_usage: str
+    provider_holdings: str
 
     @classmethod
     def of(cls, dialect: str, m: ModuleType) -> MirrorSQL:
@@ -49,6 +50,7 @@ class MirrorSQL:
             m.ALLOCATIONS_ALL,
             m.ALLOCATIONS_BY_ID,
             m.PROVIDER_USAGE,
+            m.PROVIDER_HOLDINGS,
         )
 
 

@@ -24,9 +24,15 @@ from asyncsched.placement.overcommit import OvercommitGuard
 from asyncsched.placement.usage import ProviderUsage
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
-from tests.support.placement_server import PG_HOST, PG_USER, PlacementServer
+from tests.support.nova_db import BACKENDS, Backend, url_for
+from tests.support.placement_server import PlacementServer
 
-pytestmark = pytest.mark.integration
+# Placement's database on PostgreSQL and on MariaDB (issue #25): the guard's usage and
+# write-order reads are each dialect's own statements.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.parametrize("db_backend", BACKENDS, scope="module"),
+]
 
 ROUNDS = 20
 RACERS = 3
@@ -34,9 +40,9 @@ CLAIM = {"VCPU": 1, "MEMORY_MB": 64}
 
 
 @pytest.fixture(scope="module")
-def busy_placement() -> Iterator[PlacementServer]:
+def busy_placement(db_backend: Backend) -> Iterator[PlacementServer]:
     """4 gunicorn workers, so concurrent PUTs really run side by side."""
-    with PlacementServer(workers=4) as server:
+    with PlacementServer(workers=4, db_backend=db_backend) as server:
         yield server
 
 
@@ -67,7 +73,7 @@ async def schedulers(
 
 
 def dsn(server: PlacementServer) -> str:
-    return f"postgresql://{PG_USER}@{PG_HOST}/{server.db_name}"
+    return url_for(server.db_name, backend=server.db_backend)
 
 
 def reader_for(server: PlacementServer) -> ProviderUsageReader:
