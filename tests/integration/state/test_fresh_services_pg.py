@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-import asyncpg
 import pytest
 
 from asyncsched.conf.options import Config, DefaultOptions
@@ -22,6 +21,7 @@ from asyncsched.state.cache import HostStateCache
 from asyncsched.state.sql import FRESH_OVERLAP
 from tests.support.nova_db import NodeSpec, NovaDB, old, url_for, utcnow
 from tests.support.nova_db_mysql import is_mysql
+from tests.support.table_lock import table_locked
 from tests.support.tcp_proxy import tcp_proxy
 
 pytestmark = pytest.mark.integration
@@ -167,16 +167,10 @@ async def test_a_hanging_services_read_is_not_waited_for(hosts: dict[str, Any]) 
     requests are answered from the cache after fresh_services_wait, the next ones skip the
     cell while that read hangs, and the read lands once the lock is gone."""
     db: NovaDB = hosts["db"]
-    if is_mysql(db):
-        pytest.skip("the lock is taken with asyncpg (PostgreSQL)")
     c1 = hosts["c1"]
     cfg = config(db, fresh_services_wait=0.2, db_query_timeout=600)
     async with HostStateCache(cfg) as cache:
-        blocker = await asyncpg.connect(c1.dsn)
-        try:
-            tx = blocker.transaction()
-            await tx.start()
-            await blocker.execute("LOCK TABLE services IN ACCESS EXCLUSIVE MODE")
+        async with table_locked(db, c1, "services") as blocker:
             await asyncio.wait_for(cache.fresh_services(), 60)  # a guard against a hang only
             fresh = cache.health()["cells"][c1.uuid]["services_fresh"]
             assert not fresh["ok"] and "fresh_services_wait" in fresh["last_error"]
@@ -188,9 +182,6 @@ async def test_a_hanging_services_read_is_not_waited_for(hosts: dict[str, Any]) 
                 "UPDATE services SET disabled = true, updated_at = $1 WHERE host = 'f-a'",
                 utcnow(),
             )
-            await tx.commit()
-        finally:
-            await blocker.close()
         for _ in range(100):  # the hung read completes and the cell is read again
             if await verdict(cache, cfg, hosts["a"]) == "disabled":
                 break
@@ -203,27 +194,19 @@ async def test_a_refresh_that_applies_an_older_view_is_corrected(hosts: dict[str
     """A refresh pass read before an enable but applied after the fresh read that saw it:
     the next request's read looks back to the pass's start and takes the enable again."""
     db: NovaDB = hosts["db"]
-    if is_mysql(db):
-        pytest.skip("the lock is taken with asyncpg (PostgreSQL)")
     c1 = hosts["c1"]
     cfg = config(db)
     await db.update_service(c1, "f-a", disabled=True)
     async with HostStateCache(cfg) as cache:
         assert await verdict(cache, cfg, hosts["a"]) == "disabled"
-        blocker = await asyncpg.connect(c1.dsn)
-        try:  # hold the pass after its services read: compute_nodes is locked
-            tx = blocker.transaction()
-            await tx.start()
-            await blocker.execute("LOCK TABLE compute_nodes IN ACCESS EXCLUSIVE MODE")
+        # hold the pass after its services read: compute_nodes is locked
+        async with table_locked(db, c1, "compute_nodes"):
             refresh = asyncio.create_task(cache.refresh(full=True))
             await asyncio.sleep(0.5)
             await db.update_service(c1, "f-a", disabled=False)
             assert await verdict(cache, cfg, hosts["a"]) is None
             await asyncio.sleep(FRESH_OVERLAP.total_seconds() + 0.5)
             assert await verdict(cache, cfg, hosts["a"]) is None  # its window is past the enable
-            await tx.rollback()
-        finally:
-            await blocker.close()
         await refresh
         hs = cache.get_by_uuid(hosts["a"])
         assert hs is not None and hs.service is not None and hs.service.disabled  # older view

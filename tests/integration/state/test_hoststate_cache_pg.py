@@ -23,7 +23,8 @@ from asyncsched.objects.models import (
 from asyncsched.resources.numa.consume import place_numa_pci
 from asyncsched.state.cache import HostStateCache
 from tests.support.nova_db import NodeSpec, NovaDB, old, pci_stats_json, stats_json
-from tests.support.nova_db_mysql import is_mysql, past_the_second
+from tests.support.nova_db_mysql import past_the_second
+from tests.support.table_lock import table_locked
 
 pytestmark = pytest.mark.integration
 
@@ -621,11 +622,7 @@ async def test_api_db_down_at_start_then_back(seeded: dict[str, Any]) -> None:
 async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
     """cell1's compute_nodes is locked (queries hang); cell2 keeps refreshing meanwhile, and
     cell1 times out into 'stale' and recovers once the lock is gone."""
-    import asyncpg
-
     db: NovaDB = seeded["db"]
-    if is_mysql(db):
-        pytest.skip("the lock is taken with asyncpg (PostgreSQL)")
     c1, c2 = seeded["c1"], seeded["c2"]
     cfg = db.config(
         refresh_interval=0.1, refresh_jitter=0.0, db_query_timeout=1, db_reconnect_max=1
@@ -634,11 +631,7 @@ async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
         a = cache.get_by_uuid(seeded["c1a"])
         c = cache.get_by_uuid(seeded["c2a"])
         assert a is not None and c is not None
-        blocker = await asyncpg.connect(c1.dsn)
-        try:
-            tx = blocker.transaction()
-            await tx.start()
-            await blocker.execute("LOCK TABLE compute_nodes IN ACCESS EXCLUSIVE MODE")
+        async with table_locked(db, c1, "compute_nodes"):
             await db.update_compute_node(c2, seeded["c2a"], free_ram_mb=31337)
             for _ in range(100):
                 if c.free_ram_mb == 31337 and cache.health()["cells"][c1.uuid]["stale"]:
@@ -649,9 +642,6 @@ async def test_slow_cell_never_blocks_the_other(seeded: dict[str, Any]) -> None:
             assert h[c1.uuid]["stale"] and "Timeout" in (h[c1.uuid]["last_error"] or "")
             assert not h[c2.uuid]["stale"]
             assert cache.get_by_uuid(seeded["c1a"]) is a  # still served
-            await tx.rollback()
-        finally:
-            await blocker.close()
         await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=999)
         for _ in range(100):
             if a.free_ram_mb == 999 and not cache.health()["stale"]:
