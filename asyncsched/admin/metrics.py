@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from asyncsched.common.health import ServiceHealth, Snapshot
 from asyncsched.placement.health import GuardHealth, PendingHealth, PlacementHealth
 from asyncsched.rpc.server import RPCHealth
+from asyncsched.rpc.stats import RPCStats
 from asyncsched.scheduling.candidates.source import CandidatesHealth
 from asyncsched.state.health import DatabaseHealth, HostStateHealth, MirrorHealth
 
@@ -216,9 +217,9 @@ _HostState = Scalar[HostStateHealth]
 _Mirror = Scalar[MirrorHealth]
 
 
-def _rpc_stat(key: str, name: str, doc: str) -> Scalar[RPCHealth]:
-    """An RPC counter: ``stats`` holds each from its first increment (absent = 0)."""
-    return _Rpc(lambda h: h.stats.get(key, 0), name, doc, counter=True)
+def _rpc_stat(get: Callable[[RPCStats], int], name: str, doc: str) -> Scalar[RPCHealth]:
+    """An RPC counter, read from ``RPCHealth.stats`` by attribute."""
+    return _Rpc(lambda h: get(h.stats), name, doc, counter=True)
 
 
 def _placement(s: ServiceHealth) -> PlacementHealth | None:
@@ -237,19 +238,23 @@ def _pending(s: ServiceHealth) -> PendingHealth | None:
 
 # fmt: off
 RPC = Part[RPCHealth](lambda s: s.part("rpc", RPCHealth), (
-    _rpc_stat("received", "asyncsched_rpc_messages_received", "Messages taken from RabbitMQ."),
-    _rpc_stat("redelivered", "asyncsched_rpc_redeliveries", "Messages RabbitMQ redelivered."),
-    _rpc_stat("duplicates", "asyncsched_rpc_duplicates",
+    _rpc_stat(lambda s: s.received, "asyncsched_rpc_messages_received",
+              "Messages taken from RabbitMQ."),
+    _rpc_stat(lambda s: s.redelivered, "asyncsched_rpc_redeliveries",
+              "Messages RabbitMQ redelivered."),
+    _rpc_stat(lambda s: s.duplicates, "asyncsched_rpc_duplicates",
               "Redelivered calls answered from the reply cache or their running twin."),
-    _rpc_stat("malformed", "asyncsched_rpc_malformed_messages", "Messages refused, malformed."),
-    _rpc_stat("replies", "asyncsched_rpc_replies", "Replies the broker confirmed."),
-    _rpc_stat("replies_dropped", "asyncsched_rpc_replies_dropped",
+    _rpc_stat(lambda s: s.malformed, "asyncsched_rpc_malformed_messages",
+              "Messages refused, malformed."),
+    _rpc_stat(lambda s: s.replies, "asyncsched_rpc_replies", "Replies the broker confirmed."),
+    _rpc_stat(lambda s: s.replies_dropped, "asyncsched_rpc_replies_dropped",
               "Replies that could not be delivered."),
-    _rpc_stat("publish_retries", "asyncsched_rpc_reply_retries",
+    _rpc_stat(lambda s: s.publish_retries, "asyncsched_rpc_reply_retries",
               "Reply publishes retried (no reply queue yet, reconnect)."),
-    _rpc_stat("heartbeats", "asyncsched_rpc_heartbeats", "Call-monitor heartbeats sent."),
-    _rpc_stat("reconnects", "asyncsched_rpc_reconnects", "RabbitMQ connections re-established."),
-    _rpc_stat("errors", "asyncsched_rpc_errors", "Messages that hit an internal error."),
+    _rpc_stat(lambda s: s.heartbeats, "asyncsched_rpc_heartbeats", "Call-monitor heartbeats sent."),
+    _rpc_stat(lambda s: s.reconnects, "asyncsched_rpc_reconnects",
+              "RabbitMQ connections re-established."),
+    _rpc_stat(lambda s: s.errors, "asyncsched_rpc_errors", "Messages that hit an internal error."),
     _Rpc(lambda h: h.in_flight, "asyncsched_rpc_in_flight", "Messages being handled now."),
     _Rpc(lambda h: h.active_calls, "asyncsched_rpc_active_calls", "Calls in the scheduler now."),
     _Rpc(lambda h: h.connected, "asyncsched_rpc_connected", "1 while connected to RabbitMQ."),

@@ -22,7 +22,6 @@ import functools
 import logging
 import random
 import ssl
-from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import aio_pika
@@ -43,6 +42,7 @@ from asyncsched.common.tasks import cancel_and_wait
 from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import BrokerHost, TransportURL
 from asyncsched.rpc import wire
+from asyncsched.rpc.stats import RPCCounters
 from asyncsched.rpc.topology import ExchangeDecl, QueueDecl, Topology
 
 LOG = logging.getLogger("asyncsched.rpc")
@@ -117,7 +117,7 @@ class BrokerLink:
         on_message: MessageHandler,
         *,
         connection_name: str,
-        stats: Counter[str],
+        stats: RPCCounters,
         backoff: Backoff = DEFAULT_BACKOFF,
         rng: random.Random | None = None,
     ) -> None:
@@ -285,7 +285,7 @@ class BrokerLink:
                 LOG.debug("Publish to %s failed (%s); retrying", routing_key, exc)
             if loop.time() + RETURN_RETRY_INTERVAL > deadline:
                 return False
-            self._stats["publish_retries"] += 1
+            self._stats.publish_retries += 1
             await asyncio.sleep(RETURN_RETRY_INTERVAL)
 
     # ---------------------------------------------------------------------------------------
@@ -328,7 +328,7 @@ class BrokerLink:
             await self._lost.wait()
             if self._stopping:
                 break
-            self._stats["reconnects"] += 1
+            self._stats.reconnects += 1
             LOG.warning("Lost RabbitMQ connection to %s; reconnecting", host.redacted())
             await self._teardown()
             if asyncio.get_running_loop().time() - up_since >= STABLE_AFTER:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Awaitable
 from typing import Protocol
+
+from asyncsched.rpc.stats import RPCCounters
 
 LOG = logging.getLogger("asyncsched.rpc")
 
@@ -36,7 +37,7 @@ class LateReplies:
         retry_for: float,
         max_pending: int,
         max_bytes: int,
-        stats: Counter[str],
+        stats: RPCCounters,
     ) -> None:
         self._publish = publish
         self._retry_for = retry_for
@@ -72,18 +73,18 @@ class LateReplies:
     async def _run(self, reply_q: str, body: bytes, request_id: str | None) -> None:
         try:
             if await self._publish(reply_q, body, retry=self._retry_for):
-                self._stats["replies"] += 1
-                self._stats["replies_late"] += 1
+                self._stats.replies += 1
+                self._stats.replies_late += 1
             else:
                 self._dropped(reply_q, request_id, f"not deliverable for {self._retry_for:g}s")
         except Exception:
             LOG.exception("Retrying the reply to %s (request_id=%s) failed", reply_q, request_id)
-            self._stats["replies_dropped"] += 1
+            self._stats.replies_dropped += 1
         finally:
             self._bytes -= len(body)
 
     def _dropped(self, reply_q: str, request_id: str | None, why: str) -> None:
-        self._stats["replies_dropped"] += 1
+        self._stats.replies_dropped += 1
         LOG.warning(
             "Reply to %s (request_id=%s) could not be delivered (%s); dropped",
             reply_q,

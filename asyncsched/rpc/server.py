@@ -32,7 +32,6 @@ import logging
 import os
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 
 from aio_pika.abc import AbstractIncomingMessage
@@ -54,6 +53,7 @@ from asyncsched.rpc.interfaces import HostStateEvents, SchedulerAPI
 from asyncsched.rpc.late_replies import LateReplies
 from asyncsched.rpc.methods import method_table
 from asyncsched.rpc.reply_cache import Outcome, ReplyCache
+from asyncsched.rpc.stats import RPCCounters, RPCStats
 from asyncsched.rpc.topology import QueueDecl, Topology, build_topology, prefetch_count
 
 # Lines logged while a request is handled carry its ids through asyncsched.logs; the messages
@@ -79,8 +79,7 @@ class RPCHealth(Snapshot):
     held_bytes: int
     replies_pending: int
     last_error: str | None
-    # received, redelivered, malformed, ...: each appears at its first increment
-    stats: dict[str, int]
+    stats: RPCStats  # every counter, 0 until counted
 
 
 class RPCServer:
@@ -132,7 +131,7 @@ class RPCServer:
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._active_calls = 0
-        self.stats: Counter[str] = Counter()
+        self.stats = RPCCounters()
         self.connection_name = f"asyncsched:{os.getpid()}:{uuid.uuid4().hex}"
         self._link = BrokerLink(
             self._rabbit,
@@ -220,7 +219,7 @@ class RPCServer:
             held_bytes=self._held.held,
             replies_pending=len(self._late),
             last_error=self._link.last_error,
-            stats=dict(self.stats),
+            stats=self.stats.snapshot(),
         )
 
     @property
@@ -236,13 +235,13 @@ class RPCServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, decl: QueueDecl, message: AbstractIncomingMessage) -> None:
-        self.stats["received"] += 1
+        self.stats.received += 1
         if message.redelivered:
-            self.stats["redelivered"] += 1
+            self.stats.redelivered += 1
         size = len(message.body)
         if not self._held.take(size):
             # Over [asyncsched] max_held_bytes: back to RabbitMQ unread; consuming pauses.
-            self.stats["over_held_bytes"] += 1
+            self.stats.over_held_bytes += 1
             self._follow_flow()
             with contextlib.suppress(Exception):
                 await message.reject(requeue=True)
@@ -254,7 +253,7 @@ class RPCServer:
         except Exception:
             # Never reached by bad input (that is answered); a bug or a broker error here.
             LOG.exception("Unexpected error handling a message from %s", decl.name)
-            self.stats["errors"] += 1
+            self.stats.errors += 1
             address = wire.scan_address(message.body)
             if address is not None:
                 with contextlib.suppress(Exception):
@@ -272,7 +271,7 @@ class RPCServer:
             return
         self._flow = flow
         if flow.paused:
-            self.stats["flow_pauses"] += 1
+            self.stats.flow_pauses += 1
         task = asyncio.create_task(self._link.set_flow(flow.paused, flow.prefetch))
         self._flow_tasks.add(task)
         task.add_done_callback(self._flow_tasks.discard)
@@ -325,7 +324,7 @@ class RPCServer:
             except Exception:
                 # A bug on our side after the request was read: the caller still gets an answer.
                 LOG.exception("Unexpected error serving %s", incoming.method)
-                self.stats["errors"] += 1
+                self.stats.errors += 1
                 await self._finish(
                     message, incoming, Outcome(failure=wire.internal_failure(ctx.request_id))
                 )
@@ -343,7 +342,7 @@ class RPCServer:
         if key:
             cached = cache.get(key)
             if cached is not None:
-                self.stats["duplicates"] += 1
+                self.stats.duplicates += 1
                 LOG.info(
                     "Redelivered %s (request_id=%s, unique_id=%s): answering from cache",
                     incoming.method,
@@ -354,7 +353,7 @@ class RPCServer:
                 return
             running = self._inflight.get(key)
             if running is not None:
-                self.stats["duplicates"] += 1
+                self.stats.duplicates += 1
                 LOG.info(
                     "Redelivered %s (request_id=%s) is still running; waiting for it",
                     incoming.method,
@@ -370,7 +369,7 @@ class RPCServer:
         except _NotStarted:
             if future is not None and not future.done():
                 future.cancel()
-            self.stats["handed_back"] += 1
+            self.stats.handed_back += 1
             with contextlib.suppress(Exception):
                 await message.reject(requeue=True)  # another scheduler takes it now
             return
@@ -402,7 +401,7 @@ class RPCServer:
         await self._ack(message)
 
     async def _refuse(self, message: AbstractIncomingMessage, exc: wire.MalformedMessage) -> None:
-        self.stats["malformed"] += 1
+        self.stats.malformed += 1
         if exc.address is not None:
             LOG.warning(
                 "Malformed call (msg_id=%s): %s", exc.address.msg_id, wire.brief(exc.reason)
@@ -462,27 +461,27 @@ class RPCServer:
                     result = await handler(incoming)
                 finally:
                     self._active_calls -= incoming.is_call
-            self.stats["ok"] += 1
+            self.stats.ok += 1
             return Outcome(result=result)
         except _NotStarted:
             raise
         except NoValidHost as exc:
             LOG.info("NoValidHost for request_id=%s: %s", rid, exc.message)
-            self.stats["no_valid_host"] += 1
+            self.stats.no_valid_host += 1
             return Outcome(failure=wire.nova_failure(exc), kind="no_valid_host")
         except NovaException as exc:
             LOG.warning("%s for request_id=%s: %s", type(exc).__name__, rid, exc.message)
-            self.stats["nova_errors"] += 1
+            self.stats.nova_errors += 1
             return Outcome(failure=wire.nova_failure(exc), kind="error")
         except CodecError as exc:
             LOG.warning(
                 "Malformed %s (request_id=%s): %s", incoming.method, rid, wire.brief(str(exc))
             )
-            self.stats["malformed"] += 1
+            self.stats.malformed += 1
             return Outcome(failure=wire.malformed_failure(str(exc)), kind="error")
         except Exception:
             LOG.exception("Error in %s (request_id=%s)", incoming.method, rid)
-            self.stats["errors"] += 1
+            self.stats.errors += 1
             return Outcome(failure=wire.internal_failure(rid), kind="error")
         finally:
             await cancel_and_wait(heartbeat)
@@ -497,7 +496,7 @@ class RPCServer:
             await self._link.publish(
                 address.reply_q, wire.heartbeat_body(address.msg_id), retry=0.0
             )
-            self.stats["heartbeats"] += 1
+            self.stats.heartbeats += 1
 
     async def _send_reply(
         self, address: wire.ReplyAddress, outcome: Outcome, request_id: str | None = None
@@ -510,7 +509,7 @@ class RPCServer:
             failure = wire.internal_failure(request_id)
             body = wire.reply_body(address.msg_id, None, failure, ending=True)
         if await self._link.publish(address.reply_q, body, retry=0.0):
-            self.stats["replies"] += 1
+            self.stats.replies += 1
         else:
             self._late.retry(address.reply_q, body, request_id)
 
