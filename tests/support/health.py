@@ -11,6 +11,7 @@ from typing import Any
 from asyncsched.common.health import HealthFailed, ServiceHealth, Snapshot
 from asyncsched.placement.health import GuardHealth, PendingHealth, PlacementHealth
 from asyncsched.rpc.server import RPCHealth
+from asyncsched.rpc.stats import RPCStats
 from asyncsched.scheduling.candidates.source import CandidatesHealth
 from asyncsched.state.health import (
     CellHealth,
@@ -83,8 +84,10 @@ def host_state(
     )
 
 
-def rpc(**over: Any) -> RPCHealth:
+def rpc(*, stats: Mapping[str, int] | RPCStats | None = None, **over: Any) -> RPCHealth:
+    """``stats``: an ``RPCStats``, or counters by name (the rest 0)."""
     return RPCHealth(
+        stats=stats if isinstance(stats, RPCStats) else RPCStats(**(stats or {})),
         **{
             "connected": True,
             "accepting": True,
@@ -100,9 +103,8 @@ def rpc(**over: Any) -> RPCHealth:
             "held_bytes": 0,
             "replies_pending": 0,
             "last_error": None,
-            "stats": {},
             **over,
-        }
+        },
     )
 
 

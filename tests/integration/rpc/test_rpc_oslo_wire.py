@@ -150,7 +150,7 @@ async def test_slow_call_survives_on_heartbeats(
                 pool, client.select_destinations, request_spec_primitive(), [iu("u1")]
             )
             assert len(result) == 1
-            assert server.stats["heartbeats"] >= 2
+            assert server.stats.heartbeats >= 2
 
             # Control: the same call without heartbeats is abandoned by the caller.
             async def no_heartbeats(*_: Any) -> None:
@@ -217,7 +217,7 @@ async def test_garbage_on_the_queue_is_dropped_and_the_next_call_served(
             )
             == 1
         )
-        assert server.stats["malformed"] == 3
+        assert server.stats.malformed == 3
         queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
     assert {q["name"]: q["messages"] for q in queues}["scheduler"] == 0  # rejected, not requeued
 
@@ -258,7 +258,7 @@ async def test_reply_to_a_not_yet_existing_reply_queue_is_retried(
             await queue.delete(if_unused=False, if_empty=False)
             await exchange.publish(aio_pika.Message(call_body("never")), routing_key="scheduler")
             async with asyncio.timeout(10):
-                while server.stats["replies_dropped"] < 1:  # noqa: ASYNC110
+                while server.stats.replies_dropped < 1:  # noqa: ASYNC110
                     await asyncio.sleep(0.1)
         for _ in range(20):  # the request is acked right after the reply is given up
             queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
@@ -361,12 +361,12 @@ async def test_connection_drop_mid_stream_loses_nothing(
         closed = await asyncio.to_thread(close_connections, server.connection_name)
         assert closed == 1
         async with asyncio.timeout(60):  # answered once the server is back on the broker
-            while not server.stats["reconnects"]:  # noqa: ASYNC110
+            while not server.stats.reconnects:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         dropped.set()
         results = await asyncio.gather(*calls)
-        assert server.stats["reconnects"] >= 1
-        assert server.stats["duplicates"] >= 1, dict(server.stats)  # RabbitMQ redelivered
+        assert server.stats.reconnects >= 1
+        assert server.stats.duplicates >= 1, server.stats  # RabbitMQ redelivered
     assert [r[0][0]["nova_object.data"]["service_host"] for r in results] == ["cn-0"] * 12
     # Each request was scheduled exactly once although it was delivered twice.
     assert dict(scheduler.per_instance) == {u: 1 for u in uuids}
@@ -413,7 +413,7 @@ async def test_deleted_queues_are_redeclared(
         for name in ("scheduler", fanout):
             await asyncio.to_thread(rabbitmqctl, "delete_queue", "-p", vhost, name)
         async with asyncio.timeout(10):
-            while server.stats["reconnects"] < 1 or not server.health()["connected"]:  # noqa: ASYNC110
+            while server.stats.reconnects < 1 or not server.health()["connected"]:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         await in_thread(pool, client.sync_instance_info, "cn-1", ["i-1"])
         await events.wait_for(1)
@@ -449,7 +449,7 @@ async def test_stream_fanout(amqp_url: str, pool: ThreadPoolExecutor, vhost: str
             # _unique_id cache would drop a replay): each cast reaches each scheduler once.
             assert await asyncio.to_thread(close_connections, one.connection_name) == 1
             async with asyncio.timeout(10):
-                while one.stats["reconnects"] < 1 or not one.health()["connected"]:  # noqa: ASYNC110
+                while one.stats.reconnects < 1 or not one.health()["connected"]:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
             await in_thread(pool, client.delete_instance_info, "cn-1", "i-1")
             await first.wait_for(2)
@@ -521,7 +521,7 @@ async def test_drain_hands_back_held_calls_that_have_not_started(
             while server.health()["in_flight"] < 4 or not server.health()["active_calls"]:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         await server.drain(10)
-        assert server.stats["handed_back"] == 3 and sum(first.per_instance.values()) == 1
+        assert server.stats.handed_back == 3 and sum(first.per_instance.values()) == 1
         ready = {
             q["name"]: q["messages_ready"]
             for q in list_json("list_queues", vhost, "name", "messages_ready")

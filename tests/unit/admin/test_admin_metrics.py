@@ -63,7 +63,7 @@ def test_counters_components_keep_are_read_at_scrape_time() -> None:
     assert rpc is not None
     shown[0] = health.with_part(
         ServiceHealth("stopping", snap.components),
-        rpc=replace(rpc, stats={**rpc.stats, "received": 12}),
+        rpc=replace(rpc, stats=replace(rpc.stats, received=12)),
     )
     got = samples(generate_latest(registry))
     assert value(got, "asyncsched_rpc_messages_received_total") == 12

@@ -86,7 +86,11 @@ EXPECTED: dict[str, Any] = {
             "connected accepting broker virtual_host queues prefetch in_flight active_calls "
             "reply_cache cast_cache reply_cache_bytes held_bytes replies_pending last_error"
         ),
-        "stats": {},
+        "stats": keys(
+            "received redelivered over_held_bytes malformed duplicates handed_back flow_pauses "
+            "errors ok no_valid_host nova_errors heartbeats replies replies_late replies_dropped "
+            "publish_retries reconnects"
+        ),
     },
 }
 

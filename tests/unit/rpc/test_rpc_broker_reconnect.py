@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
 from typing import Any
 
 import aio_pika
@@ -16,6 +15,7 @@ from asyncsched.conf.options import OsloMessagingRabbitOptions
 from asyncsched.conf.transport_url import parse_transport_url
 from asyncsched.rpc import broker
 from asyncsched.rpc.broker import BrokerLink
+from asyncsched.rpc.stats import RPCCounters
 from asyncsched.rpc.topology import build_topology
 from tests.support.net import free_port
 
@@ -32,7 +32,7 @@ class ScriptedLink(BrokerLink):
             1,
             self._never,
             connection_name="test",
-            stats=Counter(),
+            stats=RPCCounters(),
             rng=random.Random(7),
             **kw,
         )
@@ -87,7 +87,7 @@ async def test_a_lost_connection_is_retried_at_once_on_the_same_broker(
     link = ScriptedLink([None, None])
     await _run(link)
     assert link.sleeps == [] and link.hosts == ["h1", "h1", "h1"]
-    assert link._stats["reconnects"] == 2
+    assert link._stats.reconnects == 2
 
 
 async def test_a_connection_lost_right_away_backs_off_instead_of_spinning() -> None:

@@ -92,7 +92,7 @@ async def test_redelivered_call_answered_from_cache(
     first, second = _replies(journal)
     assert first["result"] == second["result"] and first["_msg_id"] == second["_msg_id"]
     assert [k for k, _ in journal.events] == ["publish", "ack", "publish", "ack"]
-    assert server.stats["duplicates"] == 1
+    assert server.stats.duplicates == 1
 
 
 async def test_redelivery_while_running_waits_for_the_run(
@@ -130,12 +130,12 @@ async def test_a_flood_of_casts_does_not_evict_a_calls_entry(
         inner = {"method": "sync_instance_info", "version": "4.2", "args": sync}
         await _deliver(server, journal, _body({**inner, "_unique_id": f"cast-{i}"}))
     await _deliver(server, journal, _body(_call("kept")), redelivered=True)
-    assert len(scheduler.calls) == 1 and server.stats["duplicates"] == 1
+    assert len(scheduler.calls) == 1 and server.stats.duplicates == 1
     # A redelivered cast is still recognised (and not applied twice).
     last = {"host_name": "cn-9", "instance_uuids": [I1]}
     inner = {"method": "sync_instance_info", "version": "4.2", "args": last}
     await _deliver(server, journal, _body({**inner, "_unique_id": "cast-9"}), redelivered=True)
-    assert len(events.seen) == 10 and server.stats["duplicates"] == 2
+    assert len(events.seen) == 10 and server.stats.duplicates == 2
 
 
 async def test_no_valid_host_and_internal_errors(parts: tuple[Scheduler, Events, Journal]) -> None:
@@ -205,7 +205,7 @@ async def test_unparseable_without_address_is_rejected(
     await _deliver(server, journal, b"\x00\x01 not json at all")
     await _deliver(server, journal, _body({"no": "method", "_unique_id": "c"}))
     assert journal.events == [("reject", False), ("reject", False)]
-    assert server.stats["malformed"] == 2
+    assert server.stats.malformed == 2
 
 
 async def test_casts_feed_events_and_never_reply(parts: tuple[Scheduler, Events, Journal]) -> None:
@@ -363,4 +363,4 @@ async def test_calls_are_recorded_by_outcome_and_redeliveries_counted(
     ]
     assert all(c[2] >= 0 for c in rec.named("rpc_call"))
     assert [c[0] for c in rec.named("phase")] == ["reply"] * 3
-    assert server.stats["redelivered"] == 1 and server.stats["duplicates"] == 1
+    assert server.stats.redelivered == 1 and server.stats.duplicates == 1

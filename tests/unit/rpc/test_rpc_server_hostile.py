@@ -64,7 +64,7 @@ async def test_a_reused_unique_id_with_another_body_is_scheduled_on_its_own() ->
     await _deliver(server, journal, _body(first))  # a true redelivery: answered from cache
     assert [c[0].flavor.vcpus for c in scheduler.calls] == [2, 4]
     assert [r["_msg_id"] for r in _replies(journal)] == ["m-same", "m-other", "m-same"]
-    assert server.stats["duplicates"] == 1
+    assert server.stats.duplicates == 1
 
 
 class ReturningExchange(FakeExchange):
@@ -108,7 +108,7 @@ async def test_a_missing_reply_queue_does_not_hold_up_the_calls_behind_it() -> N
     # The queue appears: the background retries deliver the late replies.
     server._link._publisher.default_exchange.missing.clear()  # type: ignore[union-attr]
     async with asyncio.timeout(5):
-        while server.stats["replies_late"] < 40:  # noqa: ASYNC110
+        while server.stats.replies_late < 40:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     assert len(_replies(journal)) == 41 and server.health()["replies_pending"] == 0
     await server.close()
@@ -120,11 +120,11 @@ async def test_background_reply_retries_are_bounded_and_give_up() -> None:
     server._late._retry_for = 0.6  # kombu_missing_consumer_retry_timeout, shortened
     for i in range(5):
         await _deliver(server, journal, _call_to("reply_gone", f"g{i}"))
-    assert len(server._late) == 3 and server.stats["replies_dropped"] == 2
+    assert len(server._late) == 3 and server.stats.replies_dropped == 2
     async with asyncio.timeout(5):
         while len(server._late):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-    assert server.stats["replies_dropped"] == 5 and server._late.held_bytes == 0
+    assert server.stats.replies_dropped == 5 and server._late.held_bytes == 0
     await server.close()
 
 
