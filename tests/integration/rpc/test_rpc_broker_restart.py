@@ -333,7 +333,7 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
             assert scheduler.finished == 0
             scheduler.gate.set()
         if scenario.caller_back_last:
-            await eventually(lambda: scheduler.finished == IN_FLIGHT, 10, "the original runs")
+            await eventually(lambda: scheduler.finished == IN_FLIGHT, 60, "the original runs")
             # Everything is answered on our side, but the caller has not reconnected yet.
             assert server.health()["connected"]
             if reply_q_survives:
