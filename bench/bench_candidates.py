@@ -47,6 +47,8 @@ from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
+from bench.cpu_share import me, pg_connections, tree
+from bench.nova_seed import copy_hosts, copy_instances
 from bench.placement_seed import (
     INSTANCE,
     TRAITS,
@@ -95,7 +97,8 @@ class Serve:
         self.listener = NotifyListener()
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> float:
+    def start(self, timeout: float = 1200.0) -> float:
+        """Start the daemon; seconds until it tells systemd READY=1 (at most ``timeout``)."""
         env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
         t0 = time.monotonic()
         with open(self.log, "wb") as err:
@@ -106,7 +109,7 @@ class Serve:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
-        self.listener.wait_for("READY", "1", 1200.0)
+        self.listener.wait_for("READY", "1", timeout)
         return time.monotonic() - t0
 
     def rss_mb(self) -> float:
@@ -213,8 +216,52 @@ def refresh_means(port: int) -> dict[str, Any]:
     }
 
 
+def pg_in_use() -> tuple[int, int]:
+    """(connections PostgreSQL serves now, its max_connections), everyone's."""
+    import psycopg2
+
+    conn = psycopg2.connect(host="127.0.0.1", user="root", dbname="postgres")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT count(*), current_setting('max_connections')::int FROM pg_stat_activity"
+            )
+            used, most = cur.fetchone()
+            return int(used), int(most)
+    finally:
+        conn.close()
+
+
+def connections(serve: Serve, server: PlacementServer) -> dict[str, int]:
+    """PostgreSQL connections held by the daemon, Placement's gunicorn, this bench, and all."""
+    gunicorn = getattr(server, "_proc", None)
+    used, most = pg_in_use()
+    return {
+        "daemon": pg_connections([serve.proc.pid] if serve.proc else []),
+        "placement": pg_connections(tree(gunicorn.pid) if gunicorn else []),
+        "bench": pg_connections(me()),
+        "server_total": used,
+        "max_connections": most,
+    }
+
+
+def connection_budget(args: argparse.Namespace) -> int:
+    """The most PostgreSQL connections one run opens: the daemon's pools (``db_pool_size``
+    for the API database and each cell), its mirror and the guard's two one-connection
+    pools; Placement's workers (one each: a sync worker serves one request at a time); this
+    bench's pools (one a database in use: the heartbeat's cells, the API) and checks."""
+    daemon = int(args.db_pool_size) * (int(args.cells) + 1) + 3
+    return daemon + int(args.placement_workers) + int(args.cells) + 4
+
+
 def run_mode(
-    mode: str, conf_text: str, tmp: Path, amqp: str, args: argparse.Namespace, pdsn: str
+    mode: str,
+    conf_text: str,
+    tmp: Path,
+    amqp: str,
+    args: argparse.Namespace,
+    pdsn: str,
+    server: PlacementServer,
 ) -> dict[str, Any]:
     conf = tmp / f"{mode}.conf"
     health = tmp / f"{mode}.health.json"
@@ -223,13 +270,20 @@ def run_mode(
     callers = Callers(amqp, args.projects)
     out: dict[str, Any] = {"mode": mode}
     try:
-        out["ready_s"] = serve.start()
+        progress(f"{mode}: starting the daemon (READY within {args.ready_timeout:.0f} s)")
+        out["ready_s"] = serve.start(args.ready_timeout)
         out["rss_ready_mb"] = serve.rss_mb()
+        out["connections_ready"] = connections(serve, server)
+        progress(
+            f"{mode}: READY in {out['ready_s']:.1f} s, RSS {out['rss_ready_mb']:.0f} MiB, "
+            f"PostgreSQL connections {json.dumps(out['connections_ready'])}"
+        )
         single_n = args.single if mode == "mirror" else args.get_single
         callers.boot(1)  # warm: connections, first query
         lat = [callers.boot(1)[0] for _ in range(single_n)]
         out["single_p50_ms"] = p50(lat) * 1000
         out["single_p90_ms"] = pct(lat, 0.9) * 1000
+        progress(f"{mode}: {single_n} single boots, p50 {out['single_p50_ms']:.0f} ms")
         with ThreadPoolExecutor(args.callers) as pool:
             # Each caller thread connects first (a conductor worker is connected already): a
             # ping per thread, held at a barrier so that every thread takes one.
@@ -247,6 +301,10 @@ def run_mode(
         out["concurrent_boots_s"] = args.boots / took
         out["concurrent_p50_ms"] = p50(conc) * 1000
         out["concurrent_p90_ms"] = pct(conc, 0.9) * 1000
+        progress(
+            f"{mode}: {args.boots} boots from {args.callers} callers, "
+            f"{out['concurrent_boots_s']:.1f}/s"
+        )
         took, (uuids, reply) = callers.boot(args.multi)
         sels = decode_reply(reply)
         out["multi_s"] = took
@@ -254,6 +312,10 @@ def run_mode(
         out["multi_claimed"] = asyncio.run(claimed(pdsn, uuids))
         time.sleep(2.5)  # one more host-state refresh writes the health file
         out["rss_end_mb"] = serve.rss_mb()
+        out["connections_end"] = connections(serve, server)
+        progress(
+            f"{mode}: {args.multi}-instance boot in {took:.2f} s; RSS {out['rss_end_mb']:.0f} MiB"
+        )
         h = serve.health().get("components", {})
         out["candidates"] = h.get("candidates")
         out["mirror"] = h.get("placement_mirror")
@@ -350,7 +412,8 @@ async def prepare_cloud(
     print(
         f"seeded {len(hosts)} providers into Placement's database in {took:.1f} s; "
         f"Placement's API lists all {len(hosts)} and reads {checked} sampled ones back "
-        "unchanged"
+        "unchanged",
+        flush=True,
     )
     await db.create(n_cells=cells)
     k = instances_per_host
@@ -358,7 +421,8 @@ async def prepare_cloud(
     t0 = time.perf_counter()
     for ci, cell in enumerate(db.cells):
         mine = hosts[ci :: len(db.cells)]
-        await db.add_hosts_bulk(
+        await copy_hosts(
+            db,
             cell,
             [
                 NodeSpec(
@@ -376,20 +440,32 @@ async def prepare_cloud(
             ],
         )
         if k:
-            await db.add_instances_bulk(cell, [(h.name, h.name) for h in mine for _ in range(k)])
             by_name = {h.name: h.uuid for h in mine}
-            rows = await db.cell_fetch(cell, "SELECT uuid, host FROM instances")
-            consumers += [(r["uuid"], by_name[r["host"]]) for r in rows]
+            made = await copy_instances(cell, [h.name for h in mine], k)
+            consumers += [(u, by_name[host]) for u, host in made]
+        progress(f"cell {ci + 1}/{len(db.cells)}: {len(mine)} hosts, {len(mine) * k} instances")
+    print(
+        f"seeded {len(hosts)} hosts and {len(consumers)} instances ({k} a host) in "
+        f"{len(db.cells)} cells in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     if consumers:
+        t0 = time.perf_counter()
         n_rows = await seed_allocations(pdsn, consumers)
         async with server.seeder() as s:
             checked = await verify_allocations(s, consumers)
         print(
-            f"seeded {len(consumers)} instances ({k} a host) in {len(db.cells)} cells and "
-            f"{n_rows} allocation rows in Placement in {time.perf_counter() - t0:.1f} s; "
+            f"seeded {n_rows} allocation rows in Placement in {time.perf_counter() - t0:.1f} s; "
             f"Placement's API reads {checked} sampled consumers and their providers' "
-            "usages back as written"
+            "usages back as written",
+            flush=True,
         )
+
+
+def progress(what: str) -> None:
+    """A timestamped progress line with the load average (a long run shows where it is)."""
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"[{datetime.now(UTC):%H:%M:%S} load {load}] {what}", flush=True)
 
 
 def daemon_texts(
@@ -424,8 +500,17 @@ async def e2e(args: argparse.Namespace) -> None:
 
 async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
     db = NovaDB(prefix="asyncsched_bcand")
-    server = PlacementServer(workers=2)
+    server = PlacementServer(workers=args.placement_workers)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cand-"))
+    used, most = pg_in_use()
+    need = connection_budget(args)
+    progress(
+        f"PostgreSQL serves {used} of {most} connections; this run opens at most {need} "
+        f"(daemon {args.db_pool_size} a database x {args.cells + 1} + 3, Placement "
+        f"{args.placement_workers}, bench {args.cells + 4})"
+    )
+    if used + need > most:
+        raise SystemExit(f"not enough PostgreSQL connections free: {most - used} < {need}")
     try:
         await asyncio.to_thread(server.start)
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
@@ -435,6 +520,16 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             server, db, hosts, pdsn, cells=args.cells, instances_per_host=args.instances_per_host
         )
         base, with_mirror = daemon_texts(server, db, amqp, pdsn, admin_port=args.admin_port)
+        given = {o.split("=", 1)[0].strip() for o in args.option}  # --option wins
+        sized = "".join(
+            f"{k} = {v}\n"
+            for k, v in (
+                ("db_pool_size", args.db_pool_size),
+                ("db_query_timeout", args.db_query_timeout),
+            )
+            if k not in given
+        )
+        base, with_mirror = base + sized, with_mirror + sized
         beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
         try:
             results = []
@@ -443,7 +538,9 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             if not args.mirror_only and not args.no_get:
                 modes.append(("GET", base + "placement_mirror = false\n" + extra))
             for mode, text in modes:
-                results.append(await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn))
+                results.append(
+                    await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn, server)
+                )
                 print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
         finally:
             beat.cancel()
@@ -458,6 +555,7 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
                 f"claim writes {json.dumps(m.get('claim_batches'))}"
             )
             return
+        progress("Placement's claim floor: PUT at 1, 8 and the callers', shared POSTs")
         rates = {
             c: await claim_rate(server, hosts, args.claims, c, projects=args.projects)
             for c in (1, 8, args.callers)
@@ -540,6 +638,11 @@ def report_targets(
         f"oldest cell read {m.get('host_state_age_max_s')} s ago at the end"
     )
     print(f"  claim writes: {json.dumps(m.get('claim_batches'))}")
+    print(
+        f"  PostgreSQL connections after READY {json.dumps(m.get('connections_ready'))}, "
+        f"at the end {json.dumps(m.get('connections_end'))}"
+    )
+    print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 def report_e2e(
@@ -770,6 +873,23 @@ def main(argv: list[str] | None = None) -> int:
         "(no GET run: at 100,000 hosts each GET takes tens of seconds)",
     )
     ap.add_argument("--admin-port", type=int, default=0, help="the daemon's admin endpoint")
+    ap.add_argument(
+        "--db-pool-size",
+        type=int,
+        default=2,
+        help="the daemon's db_pool_size (connections per nova database: the API and each cell)",
+    )
+    ap.add_argument(
+        "--db-query-timeout",
+        type=float,
+        default=180.0,
+        help="the daemon's db_query_timeout: the first host-state load of a big cell is one "
+        "long read on a loaded machine",
+    )
+    ap.add_argument(
+        "--ready-timeout", type=float, default=1200.0, help="seconds the daemon has to be READY"
+    )
+    ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")
     ap.add_argument(
         "--option",

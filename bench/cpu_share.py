@@ -82,3 +82,15 @@ class CpuMeter:
 
 def me() -> list[int]:
     return [os.getpid()]
+
+
+def pg_connections(pids: Iterable[int]) -> int:
+    """How many TCP connections to PostgreSQL (port 5432) the processes ``pids`` hold."""
+    n = 0
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        n += sum(1 for c in conns if c.raddr and c.raddr.port == 5432)
+    return n
