@@ -47,7 +47,7 @@ from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
-from bench.cpu_share import me, pg_connections, tree
+from bench.cpu_share import CpuMeter, Pids, me, pg_backends_of, pg_connections, tree
 from bench.nova_seed import copy_hosts, copy_instances
 from bench.placement_seed import (
     INSTANCE,
@@ -109,8 +109,22 @@ class Serve:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
-        self.listener.wait_for("READY", "1", timeout)
-        return time.monotonic() - t0
+        deadline = t0 + timeout
+        while True:  # in slices: a daemon that died is told at once, with its log's end
+            left = deadline - time.monotonic()
+            try:
+                self.listener.wait_for("READY", "1", max(0.1, min(15.0, left)))
+                return time.monotonic() - t0
+            except TimeoutError:
+                if self.proc.poll() is not None or left <= 15.0:
+                    why = "exited" if self.proc.poll() is not None else f"not READY in {timeout} s"
+                    raise RuntimeError(f"daemon {why}; its log ends:\n{self.log_tail()}") from None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
 
     def rss_mb(self) -> float:
         """The daemon's resident set (VmRSS), MiB."""
@@ -173,8 +187,9 @@ class Callers:
         return time.perf_counter() - t0, (uuids, reply)
 
     def close(self) -> None:
-        for c in self._all:
-            c.close()
+        """Close every client at once (oslo.messaging takes seconds to close each one)."""
+        with ThreadPoolExecutor(max(1, len(self._all))) as pool:
+            list(pool.map(lambda c: c.close(), self._all))
 
 
 async def claimed(dsn: str, uuids: list[str]) -> int:
@@ -245,6 +260,28 @@ def connections(serve: Serve, server: PlacementServer) -> dict[str, int]:
     }
 
 
+def meter_parties(server: PlacementServer, serve: Serve | None = None) -> CpuMeter:
+    """A started CPU meter of each party: Placement's workers and their PostgreSQL backends,
+    this bench (the callers, or the floor's client, and the heartbeats), the daemon and its
+    backends."""
+    gunicorn = getattr(server, "_proc", None)
+
+    def placement() -> list[int]:
+        return tree(gunicorn.pid) if gunicorn else []
+
+    parties: dict[str, Pids] = {
+        "placement": placement,
+        "placement_pg": lambda: pg_backends_of(placement()),
+        "bench": me,
+    }
+    if serve is not None:
+        parties["daemon"] = lambda: [serve.proc.pid] if serve.proc else []
+        parties["daemon_pg"] = lambda: pg_backends_of(parties["daemon"]())
+    cpu = CpuMeter(parties)
+    cpu.start()
+    return cpu
+
+
 def connection_budget(args: argparse.Namespace) -> int:
     """The most PostgreSQL connections one run opens: the daemon's pools (``db_pool_size``
     for the API database and each cell), its mirror and the guard's two one-connection
@@ -294,9 +331,13 @@ def run_mode(
                 connected.wait(120)
 
             list(pool.map(connect, range(args.callers)))
+            cpu = meter_parties(server, serve)
             t0 = time.perf_counter()
             res = list(pool.map(lambda _: callers.boot(1), range(args.boots)))
             took = time.perf_counter() - t0
+            out["cpu_ms_per_boot"] = {
+                k: round(v * 1000 / args.boots, 2) for k, v in cpu.stop().items()
+            }
         conc = [r[0] for r in res]
         out["concurrent_boots_s"] = args.boots / took
         out["concurrent_p50_ms"] = p50(conc) * 1000
@@ -530,7 +571,9 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             if k not in given
         )
         base, with_mirror = base + sized, with_mirror + sized
-        beat = asyncio.create_task(heartbeat(db))  # nova-compute's service reports
+        # nova-compute's service reports, through the floor's claims too (their UPDATEs load
+        # the same PostgreSQL in a real cloud, whichever scheduler runs)
+        beat = asyncio.create_task(heartbeat(db, args.report_interval))
         try:
             results = []
             extra = "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.option)
@@ -542,30 +585,35 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
                     await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn, server)
                 )
                 print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+            if args.mirror_only:
+                m = results[0]
+                print(
+                    f"mirror only {args.option}, {args.projects} projects: "
+                    f"one boot p50 {m['single_p50_ms']:.0f} ms; "
+                    f"{args.boots} boots from {args.callers} callers "
+                    f"{m['concurrent_boots_s']:.1f}/s, p50 {m['concurrent_p50_ms']:.0f} ms, "
+                    f"p90 {m['concurrent_p90_ms']:.0f} ms; "
+                    f"{args.multi}-instance multi-create {m['multi_s']:.2f} s; "
+                    f"claim writes {json.dumps(m.get('claim_batches'))}"
+                )
+                return
+            progress("Placement's claim floor: PUT at 1, 8 and the callers', shared POSTs")
+            rates = {}
+            for c in (1, 8, args.callers):
+                cpu = meter_parties(server)
+                rates[c] = await claim_rate(server, hosts, args.claims, c, projects=args.projects)
+                if c == args.callers:
+                    args.floor_cpu_ms = {
+                        k: round(v * 1000 / args.claims, 2) for k, v in cpu.stop().items()
+                    }
+            shared = {
+                c: await claim_rate(
+                    server, hosts, args.claims, c, batch=32, in_flight=4, projects=args.projects
+                )
+                for c in (args.callers, 64)
+            }
         finally:
             beat.cancel()
-        if args.mirror_only:
-            m = results[0]
-            print(
-                f"mirror only {args.option}, {args.projects} projects: "
-                f"one boot p50 {m['single_p50_ms']:.0f} ms; "
-                f"{args.boots} boots from {args.callers} callers {m['concurrent_boots_s']:.1f}/s, "
-                f"p50 {m['concurrent_p50_ms']:.0f} ms, p90 {m['concurrent_p90_ms']:.0f} ms; "
-                f"{args.multi}-instance multi-create {m['multi_s']:.2f} s; "
-                f"claim writes {json.dumps(m.get('claim_batches'))}"
-            )
-            return
-        progress("Placement's claim floor: PUT at 1, 8 and the callers', shared POSTs")
-        rates = {
-            c: await claim_rate(server, hosts, args.claims, c, projects=args.projects)
-            for c in (1, 8, args.callers)
-        }
-        shared = {
-            c: await claim_rate(
-                server, hosts, args.claims, c, batch=32, in_flight=4, projects=args.projects
-            )
-            for c in (args.callers, 64)
-        }
         if args.no_get:
             report_targets(results[0], rates, shared, args)
         else:
@@ -641,6 +689,11 @@ def report_targets(
     print(
         f"  PostgreSQL connections after READY {json.dumps(m.get('connections_ready'))}, "
         f"at the end {json.dumps(m.get('connections_end'))}"
+    )
+    print(
+        f"  CPU ms per boot, {args.boots} boots from {args.callers} callers: "
+        f"{json.dumps(m.get('cpu_ms_per_boot'))}; per claim of the PUT floor at "
+        f"{args.callers}: {json.dumps(getattr(args, 'floor_cpu_ms', None))}"
     )
     print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
@@ -888,6 +941,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--ready-timeout", type=float, default=1200.0, help="seconds the daemon has to be READY"
+    )
+    ap.add_argument(
+        "--report-interval",
+        type=float,
+        default=10.0,
+        help="seconds between one compute's service reports (nova's report_interval: 10)",
     )
     ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")

@@ -46,7 +46,9 @@ from bench.bench_candidates import (
     heartbeat,
     p50,
     pct,
+    pg_in_use,
     prepare_cloud,
+    progress,
 )
 from bench.cpu_share import CpuMeter, Pids, me, pg_backends_of, tree
 from bench.placement_seed import SeededProvider, plan
@@ -180,12 +182,18 @@ def run_tier(
     boots = Boots(args.amqp, args.projects)
     out: dict[str, Any] = {"daemons": n}
     try:
-        out["ready_s"] = max(d.start() for d in daemons)  # one after the other
+        ready = []
+        for i, d in enumerate(daemons):  # one after the other
+            ready.append(d.start(args.ready_timeout))
+            progress(f"{n} daemon(s): daemon {i + 1} READY in {ready[-1]:.1f} s")
+        out["ready_s"] = max(ready)
+        out["pg_connections"] = pg_in_use()[0]
         for _ in range(3 * n):
             boots.try_boot(args.flavor)  # warm: connections, first queries, each daemon
         cpu = meter(placement, lambda: [d.proc.pid for d in daemons if d.proc is not None])
         cpu.start()
         out["throughput"] = concurrently(boots, args.boots, args.callers, args.flavor)
+        progress(f"{n} daemon(s): {args.boots} boots, {out['throughput']['boots_s']:.1f}/s")
         out["cpu_ms_per_boot"] = {k: v * 1000 / args.boots for k, v in cpu.stop().items()}
         out["tight_taken_by_throughput"] = reset()  # the tight hosts start empty
         time.sleep(2.5)  # a host-state refresh writes the health files; the mirrors see it
@@ -205,6 +213,13 @@ async def main_in(args: argparse.Namespace) -> None:
     db = NovaDB(prefix="asyncsched_btier")
     server = PlacementServer(workers=args.workers)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tier-"))
+    used, most = pg_in_use()
+    # each daemon: db_pool_size for the API database and its cell, its mirror, the guard's
+    # two one-connection pools; Placement's workers; this bench's pools and checks
+    need = max(args.daemons, default=0) * (2 * args.db_pool_size + 3) + args.workers + 6
+    progress(f"PostgreSQL serves {used} of {most} connections; this run opens at most {need}")
+    if used + need > most:
+        raise SystemExit(f"not enough PostgreSQL connections free: {most - used} < {need}")
     try:
         await asyncio.to_thread(server.start)
         pdsn = f"postgresql://root@127.0.0.1/{server.db_name}"
@@ -212,7 +227,11 @@ async def main_in(args: argparse.Namespace) -> None:
         tight = tight_hosts(args.tight)
         await prepare_cloud(server, db, hosts + tight, pdsn)
         _, with_mirror = daemon_texts(server, db, args.amqp, pdsn)
-        text = with_mirror + "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.option)
+        text = (
+            with_mirror
+            + f"db_pool_size = {args.db_pool_size}\n"
+            + "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.option)
+        )
         loop = asyncio.get_running_loop()
         gunicorn = getattr(server, "_proc", None)
         assert gunicorn is not None
@@ -314,6 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tight", type=int, default=40, help="one-slot hosts, as many boots")
     ap.add_argument("--claims", type=int, default=300, help="claims of Placement's floor")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument(
+        "--db-pool-size", type=int, default=2, help="each daemon's db_pool_size (connections)"
+    )
+    ap.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=600.0,
+        help="seconds each daemon has to be READY (the later ones start beside the earlier)",
+    )
     args = ap.parse_args(argv)
     args.daemons = [int(x) for x in args.daemons.split(",") if x]  # none: the floor alone
     args.flavor = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40}
