@@ -315,7 +315,7 @@ def run_mode(
             f"{mode}: READY in {out['ready_s']:.1f} s, RSS {out['rss_ready_mb']:.0f} MiB, "
             f"PostgreSQL connections {json.dumps(out['connections_ready'])}"
         )
-        single_n = args.single if mode == "mirror" else args.get_single
+        single_n = args.single if mode.startswith("mirror") else args.get_single
         callers.boot(1)  # warm: connections, first query
         lat = [callers.boot(1)[0] for _ in range(single_n)]
         out["single_p50_ms"] = p50(lat) * 1000
@@ -585,6 +585,21 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
                     await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn, server)
                 )
                 print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+            if args.ab_report_interval:
+                # the same daemon again, the computes reporting less often: what the
+                # heartbeats cost, in the same run
+                beat.cancel()
+                beat = asyncio.create_task(heartbeat(db, args.ab_report_interval))
+                await asyncio.sleep(args.ab_report_interval)  # every compute reported once
+                mode = f"mirror-beat{args.ab_report_interval:g}"
+                results.append(
+                    await asyncio.to_thread(
+                        run_mode, mode, with_mirror + extra, tmp, amqp, args, pdsn, server
+                    )
+                )
+                print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+                beat.cancel()
+                beat = asyncio.create_task(heartbeat(db, args.report_interval))
             if args.mirror_only:
                 m = results[0]
                 print(
@@ -616,6 +631,11 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             beat.cancel()
         if args.no_get:
             report_targets(results[0], rates, shared, args)
+            if args.ab_report_interval:
+                print(
+                    f"\n== the same with the computes reporting every {args.ab_report_interval:g} s"
+                )
+                report_targets(results[-1], rates, shared, args)
         else:
             report_e2e(results, rates, shared, args)
     finally:
@@ -704,7 +724,7 @@ def report_e2e(
     shared: dict[int, tuple[float, float]],
     args: argparse.Namespace,
 ) -> None:
-    m, g = results
+    m, g = results[0], results[1]
     print(
         f"\n== end to end, {args.providers} providers, real oslo.messaging client, asyncsched serve"
     )
@@ -947,6 +967,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=10.0,
         help="seconds between one compute's service reports (nova's report_interval: 10)",
+    )
+    ap.add_argument(
+        "--ab-report-interval",
+        type=float,
+        default=0.0,
+        help="then a second daemon with the computes reporting this often (an A/B of the "
+        "heartbeats' cost in the same run; below nova's service_down_time of 60 s)",
     )
     ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")
