@@ -1,10 +1,12 @@
 """Every nova operation under the real nova 34 control plane, for each scheduler (issue #20).
 
-Each scenario runs against the real nova-scheduler 34, ``asyncsched serve`` and ``asyncsched
-serve`` with the Placement mirror (the ``scheduler`` fixture, module-scoped, parametrized),
-drives nova's REST API only, and checks both the scheduling rule and the allocations Placement
-holds afterwards: exactly the flavor on the server's host, nothing for a migration, nothing
-for a server that failed or was deleted - what nova-scheduler leaves.
+The scenarios, written once; each ``test_nova_ops_<scheduler>.py`` file runs all of them
+against one scheduler on its own plane (``SCHEDULER`` there, read by the ``scheduler``
+fixture), so ``--dist loadfile`` can give each scheduler its own worker: the real
+nova-scheduler 34, ``asyncsched serve`` and ``asyncsched serve`` with the Placement mirror.
+Each drives nova's REST API only, and checks both the scheduling rule and the allocations
+Placement holds afterwards: exactly the flavor on the server's host, nothing for a migration,
+nothing for a server that failed or was deleted - what nova-scheduler leaves.
 """
 
 from __future__ import annotations
@@ -363,3 +365,9 @@ def test_delete_everything(nova: Servers) -> None:
     nova.delete(s["id"] for s in listed)
     assert nova.api.get("/servers?all_tenants=1")["servers"] == []
     assert nova.placement.used() == {}
+
+
+#: What a ``test_nova_ops_<scheduler>.py`` file takes with ``from ... import *``: every
+#: scenario (in the order written), and only them: a new ``test_`` function here runs for
+#: every scheduler.
+__all__ = [name for name in list(globals()) if name.startswith("test_")]
