@@ -2,7 +2,7 @@
 
 ``make test`` runs the integration phase on pytest-xdist workers, one whole test file per worker
 at a time, taken in collection order (``--dist loadfile --no-loadscope-reorder``). A long file
-that starts last keeps one worker busy while the other has nothing left, so the files known to
+that starts last keeps one worker busy while the others have nothing left, so the files known to
 take longest go first (longest processing time first); every other test keeps pytest's order.
 A one-process run (``TEST_WORKERS=0``, or plain ``pytest``) sees the same order. Durations per
 file: docs/benchmarks.md, "Test suite".
