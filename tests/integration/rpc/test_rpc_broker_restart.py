@@ -321,6 +321,7 @@ class Restart:
         try:
             await self.server.close()
         finally:
+            await asyncio.to_thread(self.door.restore)  # a failed run may leave it cut
             await asyncio.to_thread(self.client.close)
 
 
