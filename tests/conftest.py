@@ -40,3 +40,10 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: a file's own tests, and the other files, keep their order
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Every test database handed to the background dropper is gone before the run ends."""
+    from tests.support import pg_drop
+
+    pg_drop.drain()
