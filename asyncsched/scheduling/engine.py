@@ -65,8 +65,8 @@ class RequestHosts:
     """One request's hosts: base lists plus the current (cumulative) selection ``cur``."""
 
     engine: DecisionEngine
-    states: list[HostState]
-    cands: list[list[dict[str, Any]]]
+    states: Sequence[HostState]  # the caller's list, read-only (shared with later requests)
+    cands: Sequence[list[dict[str, Any]]]  # the caller's until a plugin prunes (then a copy)
     slots: IntArray
     cur: IntArray
     limits: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -75,18 +75,32 @@ class RequestHosts:
     weights: FloatArray | None = None
     emptied_by: str | None = None  # the filter or host rule that left no host (metrics)
     _members: MemberIndex | None = None  # built on first use by a server-group plugin
+    _own_cands: bool = False  # cands is this request's own copy
+
+    def set_cands(self, i: int, cands: list[dict[str, Any]]) -> None:
+        """Host ``i``'s allocation requests as a plugin pruned them (this request only)."""
+        if not self._own_cands:
+            self.cands = list(self.cands)  # copied once, on the first prune
+            self._own_cands = True
+        assert isinstance(self.cands, list)
+        self.cands[i] = cands
 
     # -- filtering -------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.cur)
 
-    def current_states(self) -> list[HostState]:
+    def current_states(self) -> Sequence[HostState]:
         """The hosts left, in order (read-only: the base list itself while none is gone)."""
         states = self.states
         if len(self.cur) == len(states):  # cur only ever narrows arange(n): nothing gone
             return states
         return [states[i] for i in self.cur.tolist()]
+
+    def states_at(self, positions: list[int]) -> list[HostState]:
+        """The current hosts at these positions of ``cur`` (a few, not every host)."""
+        states = self.states
+        return [states[i] for i in self.cur[positions].tolist()]
 
     def member_index(self) -> MemberIndex:
         """The hosts holding members of the request's server group (see members.py)."""
@@ -182,7 +196,7 @@ class RequestHosts:
                 key = f.verdict_key(spec)
                 if key is not None:
                     slots = self.slots[self.cur]
-                    mask, reasons = engine.verdicts.run(f, key, spec, slots, self.current_states)
+                    mask, reasons = engine.verdicts.run(f, key, spec, slots, self.states_at)
                 else:
                     codes = f.filter_states(self.current_states(), spec)
                     mask = np.fromiter(map(is_, codes, repeat(None)), dtype=bool, count=len(codes))
@@ -213,7 +227,7 @@ class RequestHosts:
             code = f.host_passes(hc, spec)
             if code is None:
                 out[pos] = True
-                self.cands[i] = hc.allocation_candidates
+                self.set_cands(i, hc.allocation_candidates)
                 if hc.limits:
                     self.limits[i] = hc.limits
             else:
@@ -236,7 +250,7 @@ class RequestHosts:
         if len(self.cur) <= 1:
             return
         slots = self.slots[self.cur]
-        states: list[HostState] | None = None
+        states: Sequence[HostState] | None = None
         for w in engine.weighers:
             if not w.is_active(spec):
                 continue
@@ -447,14 +461,17 @@ class DecisionEngine:
     def start(
         self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
     ) -> RequestHosts:
-        """Begin a request over ``states`` (cands[i] = allocation requests of states[i])."""
+        """Begin a request over ``states`` (cands[i] = allocation requests of states[i]).
+
+        Both lists are the caller's, not copied (at 100,000 hosts two copies and their
+        release cost more than the rest of a request's start): the caller must not change
+        them while the request runs; the request changes ``cands`` only on a copy."""
         slots = self.columns.slots(states)  # the caller's list: a kept view's rows are kept
-        base = list(states)
-        n = len(base)
+        n = len(states)
         return RequestHosts(
             engine=self,
-            states=base,
-            cands=list(cands) if cands is not None else [_NO_CANDIDATES] * n,
+            states=states,
+            cands=cands if cands is not None else [_NO_CANDIDATES] * n,
             slots=slots,
             cur=np.arange(n, dtype=np.intp),
             initial=n,
