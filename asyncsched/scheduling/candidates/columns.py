@@ -8,7 +8,7 @@ its set and a trait's mask is one lookup per distinct set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +54,11 @@ class _SetColumn:
         self.masks: dict[str, BoolArray] = {}
 
     def patched(self, rows: list[int], sets: list[frozenset[str]]) -> _SetColumn:
+        """These ids with ``rows`` set to ``sets``: this object itself when none differs (a
+        refresh under claims changes usage, rarely traits or aggregates)."""
+        index, ids = self.index, self.ids
+        if all(index.get(s) == ids[row] for row, s in zip(rows, sets, strict=True)):
+            return self
         out = _SetColumn.__new__(_SetColumn)
         out.index, out.ids = dict(self.index), self.ids.copy()
         for row, s in zip(rows, sets, strict=True):
@@ -105,7 +110,7 @@ class RootColumns:
         out = RootColumns.__new__(RootColumns)
         out.state, out.roots, out.row = state, roots, self.row
         out._classes = {
-            rc: _patched(cols, rc, [(i, roots[i]) for i in rows])
+            rc: _patched(cols, rc, [(i, roots[i]) for i in rows], old)
             for rc, cols in self._classes.items()
         }
         out._traits = self._traits.patched(rows, [roots[i].traits for i in rows])
@@ -153,9 +158,20 @@ def _set_row(cols: ClassColumns, i: int, p: Provider, rc: str) -> None:
     cols.min_unit[i], cols.max_unit[i], cols.step[i] = inv.min_unit, inv.max_unit, inv.step_size
 
 
-def _patched(cols: ClassColumns, rc: str, rows: list[tuple[int, Provider]]) -> ClassColumns:
+def _patched(
+    cols: ClassColumns, rc: str, rows: list[tuple[int, Provider]], before: list[Provider]
+) -> ClassColumns:
+    """``cols`` with ``rows`` (row, new provider value) redone; ``before`` the old roots.
+    A new object (the old one stays as it was); while the rows' inventories of ``rc`` are
+    unchanged (claims move usage only) only the usage column is copied, not all six."""
     if not rows:
         return cols
+    if all(before[i].inventories.get(rc) == p.inventories.get(rc) for i, p in rows):
+        used = cols.used.copy()
+        for i, p in rows:
+            if cols.has[i]:
+                used[i] = p.used.get(rc, 0)
+        return replace(cols, used=used)
     out = ClassColumns(
         cols.has.copy(),
         cols.usable.copy(),

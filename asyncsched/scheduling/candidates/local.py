@@ -223,16 +223,15 @@ class LocalCandidates:
         left = np.flatnonzero(old_mask & ~mask).tolist()
         if not left and not changed:
             return old, mask, roots  # the same answer (a frozen value): shared as it is
-        by_rp = dict(old.alloc_reqs_by_rp_uuid)
+        # No root left: the same allocation requests objects, so the scheduler's host view
+        # (kept per alloc_reqs_by_rp_uuid object) holds across the refresh.
+        areqs, by_rp = old.allocation_requests, old.alloc_reqs_by_rp_uuid
         summaries = dict(old.provider_summaries)
-        areqs = old.allocation_requests
         if left:
-            dropped: set[int] = set()
-            for i in left:
-                u = old_roots[i].uuid
-                dropped.update(id(a) for a in by_rp.pop(u, ()))
+            gone = [old_roots[i].uuid for i in left]
+            areqs, by_rp = _without_roots(old, gone)
+            for u in gone:
                 summaries.pop(u, None)
-            areqs = [a for a in areqs if id(a) not in dropped]
         cache = self._summaries
         for i in changed:
             p = roots[i]
@@ -240,7 +239,7 @@ class LocalCandidates:
             if hit is None or hit[0] is not p:
                 hit = cache[p.id] = (p, summary(state, p))
             summaries[p.uuid] = hit[1]
-        return Candidates(list(areqs), summaries, by_rp, old.version), mask, roots
+        return Candidates(areqs, summaries, by_rp, old.version), mask, roots
 
     def _candidates(
         self,
@@ -277,6 +276,18 @@ class LocalCandidates:
                 mine = pending.get(p.uuid)
                 summaries[p.uuid] = plus_pending(hit[1], mine) if mine else hit[1]
         return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
+
+
+def _without_roots(
+    answer: Candidates, gone: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """``answer``'s allocation requests and their index without those of the roots ``gone``
+    (new objects: ``answer`` is shared)."""
+    by_rp = dict(answer.alloc_reqs_by_rp_uuid)
+    dropped: set[int] = set()
+    for u in gone:
+        dropped.update(id(a) for a in by_rp.pop(u, ()))
+    return [a for a in answer.allocation_requests if id(a) not in dropped], by_rp
 
 
 def summary(state: MirrorState, p: Provider) -> dict[str, Any]:
