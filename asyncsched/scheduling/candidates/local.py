@@ -23,7 +23,7 @@ Placement.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,19 +226,18 @@ class LocalCandidates:
         # No root left: the same allocation requests objects, so the scheduler's host view
         # (kept per alloc_reqs_by_rp_uuid object) holds across the refresh.
         areqs, by_rp = old.allocation_requests, old.alloc_reqs_by_rp_uuid
-        summaries = dict(old.provider_summaries)
-        if left:
-            gone = [old_roots[i].uuid for i in left]
+        gone = [old_roots[i].uuid for i in left]
+        if gone:
             areqs, by_rp = _without_roots(old, gone)
-            for u in gone:
-                summaries.pop(u, None)
         cache = self._summaries
+        patch: dict[str, Any] = {}
         for i in changed:
             p = roots[i]
             hit = cache.get(p.id)
             if hit is None or hit[0] is not p:
                 hit = cache[p.id] = (p, summary(state, p))
-            summaries[p.uuid] = hit[1]
+            patch[p.uuid] = hit[1]
+        summaries = PatchedSummaries.over(old.provider_summaries, patch, gone)
         return Candidates(areqs, summaries, by_rp, old.version), mask, roots
 
     def _candidates(
@@ -412,6 +411,25 @@ class PatchedSummaries(Mapping[str, Any]):
         self, base: Mapping[str, Any], patch: dict[str, Any], dropped: frozenset[str]
     ) -> None:
         self._base, self._patch, self._dropped = base, patch, dropped
+
+    @classmethod
+    def over(
+        cls, old: Mapping[str, Any], patch: dict[str, Any], gone: Iterable[str]
+    ) -> Mapping[str, Any]:
+        """``old`` with ``patch`` (keys of ``old``) laid over it and ``gone`` left out, in
+        ``old``'s order, without copying its entries: a refresh changes a few providers of
+        100,000. One layer deep (``old``'s own layer is merged into the new one); flattened
+        into a dict once the layer passes a sixteenth of the base (amortised)."""
+        base, dropped = old, frozenset(gone)
+        if isinstance(old, PatchedSummaries):
+            base, patch, dropped = old._base, {**old._patch, **patch}, old._dropped | dropped
+        for u in dropped.intersection(patch):
+            del patch[u]
+        if (len(patch) + len(dropped)) * 16 <= len(base):
+            return cls(base, patch, dropped)
+        flat = {u: v for u, v in base.items() if u not in dropped}
+        flat.update(patch)
+        return flat
 
     def __getitem__(self, key: str) -> Any:
         if key in self._patch:
