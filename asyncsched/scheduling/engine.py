@@ -402,7 +402,7 @@ class DecisionEngine:
         self.aggregate_keys: frozenset[str] = frozenset()
         self._aggregates: list[Aggregate] | None = None
         self._agg_values: dict[str, dict[str, float]] = {}
-        self._agg_columns: dict[str, FloatArray] = {}
+        self._agg_columns: dict[str, tuple[int, FloatArray]] = {}  # key -> (rows' epoch, values)
         self.steps: list[_FilterStep] = []
         for f in self.filters:
             fast = f.column_mask()
@@ -446,16 +446,16 @@ class DecisionEngine:
     def aggregate_values(self, key: str) -> FloatArray:
         """Per column row: the minimum aggregate value of ``key`` (NaN = use config)."""
         cols = self.columns
-        arr = self._agg_columns.get(key)
-        if arr is None or len(arr) < len(cols):
-            values = self._agg_values.get(key, {})
-            nan = float("nan")
-            arr = np.fromiter(
-                (values.get(s.host, nan) for s in cols.states),
-                dtype=np.float64,
-                count=len(cols),
-            )
-            self._agg_columns[key] = arr
+        kept = self._agg_columns.get(key)
+        # rows added since (longer now) or renumbered (forget_missing moves the epoch)
+        if kept is not None and kept[0] == cols.epoch and len(kept[1]) >= len(cols):
+            return kept[1]
+        values = self._agg_values.get(key, {})
+        nan = float("nan")
+        arr = np.fromiter(
+            (values.get(s.host, nan) for s in cols.states), dtype=np.float64, count=len(cols)
+        )
+        self._agg_columns[key] = (cols.epoch, arr)
         return arr
 
     def start(
