@@ -418,10 +418,13 @@ class DecisionEngine:
     def set_aggregates(self, aggregates: Iterable[Aggregate]) -> None:
         """Index aggregate metadata keys -> member hosts (per-aggregate weigher multipliers).
 
-        Call when aggregates change; cheap (proportional to aggregate membership).
+        Called on every request: the same aggregate objects cost a compare by identity; new
+        objects of the same value (the cache's full re-read makes them) a compare of every
+        member once, then those objects are kept; a change rebuilds the index.
         """
         aggs = list(aggregates)
         if aggs == self._aggregates:
+            self._aggregates = aggs  # the same values: compare these objects by identity next
             return
         self._aggregates = aggs
         raw: dict[str, dict[str, set[str]]] = {}

@@ -135,3 +135,29 @@ def test_a_pruning_plugin_changes_its_request_only_not_the_callers_lists() -> No
     assert shared == cands  # the caller's (the host view kept for later requests) untouched
     again = eng.start(states, shared)
     assert all(len(again.cands[i]) == 2 for i in range(len(states)))
+
+
+def test_equal_aggregates_read_again_are_compared_by_value_once() -> None:
+    """The cache's full re-read makes new Aggregate objects of the same value: the engine
+    compares their members once, not on every later request (100,000 hosts of members)."""
+    _, aggs = cloud(40, 7)
+    eng = engine()
+    eng.set_aggregates(aggs)
+    again = [dataclasses.replace(a) for a in aggs]  # equal values, new objects
+    compared: list[int] = []
+    real_eq = Aggregate.__eq__
+
+    def counted(self: Aggregate, other: object) -> bool:
+        compared.append(1)
+        return real_eq(self, other)
+
+    Aggregate.__eq__ = counted  # type: ignore[method-assign,assignment]
+    try:
+        for _ in range(5):
+            eng.set_aggregates(again)
+    finally:
+        Aggregate.__eq__ = real_eq  # type: ignore[method-assign]
+    assert len(compared) == len(aggs)  # the first call only
+    changed = [dataclasses.replace(again[0], metadata={"ram_weight_multiplier": "5.0"})]
+    eng.set_aggregates(changed + again[1:])
+    assert "ram_weight_multiplier" in eng.aggregate_keys
