@@ -443,3 +443,29 @@ def test_summaries_layered_over_a_layer_merge_into_one_and_flatten_when_large() 
     assert type(big) is dict
     want = {k: v for k, v in want.items() if k != "h5"} | {"h4": "z"}
     assert list(big.items()) == list(want.items())
+
+
+def test_followed_columns_hand_over_usage_and_the_old_ones_still_answer_for_their_state() -> None:
+    """``RootColumns.follow`` updates the usage columns in place for the new state; the
+    columns it came from must still answer for their own state if asked (built again)."""
+    import numpy as np
+
+    from asyncsched.scheduling.candidates.columns import RootColumns
+
+    c = Cloud()
+    for i in range(40):
+        c.compute(f"h{i:02d}", vcpu=8)
+    first = c.state()
+    old = RootColumns(first)
+    before = old.resource("VCPU").fits(4).copy()
+    c.use(3, VCPU=6)
+    c.use(7, VCPU=8)
+    second = first.with_providers(dict(c.providers), {3, 7})
+    new = old.follow(second)
+    assert np.array_equal(
+        new.resource("VCPU").fits(4), RootColumns(second).resource("VCPU").fits(4)
+    )
+    assert not new.resource("VCPU").fits(4)[2] and before[2]  # h03 (row 2) no longer fits
+    assert np.array_equal(old.resource("VCPU").fits(4), before)  # the old state's answer
+    rows = np.array([0, 2, 6], dtype=np.intp)
+    assert np.array_equal(new.resource("VCPU").fits(4, rows), new.resource("VCPU").fits(4)[rows])
