@@ -14,7 +14,12 @@ answer patched with the pending claims and sorts the order a head at a time. Bot
 the same hosts. CPU time
 (``time.process_time``), not wall time: the machine is shared.
 
-    .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000] [--boots 200]
+The hosts are served as the daemon's host table serves them (issue #24): on one ChangeLog,
+with an O(1) ``hosts_epoch``, and the GC frozen after the set-up as ``service.py`` freezes it
+once READY; the first boot after each refresh (which carries the answer and the columns over
+to the new state) is reported apart from the others.
+
+    .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000,100000] [--boots 200]
 """
 
 from __future__ import annotations
