@@ -20,6 +20,7 @@ once READY; the first boot after each refresh (which carries the answer and the 
 to the new state) is reported apart from the others.
 
     .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000,100000] [--boots 200]
+        [--new-view]
 """
 
 from __future__ import annotations
@@ -231,11 +232,23 @@ class Boots:
         return sum(got) / len(got) if got else float("nan")
 
 
-async def run(n: int, boots: int, refresh: int, reuse: bool, spec: RequestSpec = SPEC) -> Boots:
-    """``boots`` one-instance boots on a fresh ``n``-host cloud, the GC frozen after the
-    set-up as the daemon freezes it once READY (``service.py``)."""
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a run does: ``boots`` boots of ``spec``, a mirror refresh every ``refresh``, and
+    with ``new_view`` a new host view for every boot (as after a host filled up and left
+    the answer: the scheduler's kept view and its column rows are looked up again)."""
+
+    boots: int
+    refresh: int
+    spec: RequestSpec = SPEC
+    new_view: bool = False
+
+
+async def run(n: int, shape: Shape, reuse: bool) -> Boots:
+    """``shape.boots`` one-instance boots on a fresh ``n``-host cloud, the GC frozen after
+    the set-up as the daemon freezes it once READY (``service.py``)."""
     hosts, aggs = make_cloud(n, random.Random(7))
-    if spec is not SPEC:
+    if shape.spec is not SPEC:
         nova_hosts(hosts)
     mirror = Mirror(hosts)
     source = Timed(AcceptAll(), mirror)  # type: ignore[arg-type]
@@ -244,49 +257,44 @@ async def run(n: int, boots: int, refresh: int, reuse: bool, spec: RequestSpec =
     gc.collect()
     gc.freeze()
     try:
-        return await _boots(mgr, mirror, source, boots, refresh, spec)
+        return await _boots(mgr, mirror, source, shape)
     finally:
         gc.unfreeze()
 
 
-async def _boots(
-    mgr: SchedulerManager,
-    mirror: Mirror,
-    source: Timed,
-    boots: int,
-    refresh: int,
-    spec: RequestSpec,
-) -> Boots:
+async def _boots(mgr: SchedulerManager, mirror: Mirror, source: Timed, shape: Shape) -> Boots:
     rng = random.Random(3)
     cpu: list[float] = []
     cands: list[float] = []
     chosen: list[str] = []
     first: list[bool] = []
-    for i in range(boots + 5):
+    refresh = shape.refresh
+    for i in range(shape.boots + 5):
         if i and i % refresh == 0:
             mirror.refresh()  # the mirror's background task: not on the request path
+        if shape.new_view:
+            mgr._view = None
         instance = str(uuid.UUID(int=rng.getrandbits(128)))
         t0, c0 = time.process_time(), source.cpu
-        got = await mgr.select_destinations(CTX, spec, [instance], True, True)
+        got = await mgr.select_destinations(CTX, shape.spec, [instance], True, True)
         if i >= 5:  # the first boots build the columns and caches
             cpu.append((time.process_time() - t0) * 1000.0)
             cands.append((source.cpu - c0) * 1000.0)
             chosen.append(got[0][0].compute_node_uuid)
             first.append(i % refresh == 0)
-    assert source.paths[MIRROR] == boots + 5, source.paths
+    assert source.paths[MIRROR] == shape.boots + 5, source.paths
     return Boots(tuple(cpu), tuple(cands), tuple(chosen), tuple(first))
 
 
-async def main_async(sizes: list[int], boots: int, refresh: int, which: str) -> None:
-    spec = nova_spec() if which == "nova" else SPEC
+async def main_async(sizes: list[int], shape: Shape, which: str) -> None:
     print(
         f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every "
-        f"{refresh}; {which} request)"
+        f"{shape.refresh}; {which} request{'; a new host view every boot' * shape.new_view})"
     )
     for n in sizes:
         with eager_order():
-            before = await run(n, boots, refresh, reuse=False, spec=spec)
-        after = await run(n, boots, refresh, reuse=True, spec=spec)
+            before = await run(n, shape, reuse=False)
+        after = await run(n, shape, reuse=True)
         assert before.chosen == after.chosen, "the two paths chose different hosts"
         mean, cands = after.mean(), after.mean(after.cands)
         print(
@@ -306,9 +314,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--spec", choices=("tiny", "nova"), default="nova", help="m1.tiny alone, or a real boot"
     )
+    ap.add_argument(
+        "--new-view", action="store_true", help="a new host view every boot (a host filled up)"
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.hosts.split(",")]
-    asyncio.run(main_async(sizes, args.boots, args.refresh, args.spec))
+    spec = nova_spec() if args.spec == "nova" else SPEC
+    shape = Shape(args.boots, args.refresh, spec, args.new_view)
+    asyncio.run(main_async(sizes, shape, args.spec))
 
 
 if __name__ == "__main__":
