@@ -187,8 +187,9 @@ def nova_hosts(hosts: list[HostState]) -> None:
 
 class TableCache(FakeCache):
     """The fake cache as the daemon's HostTable serves it: every host on one ChangeLog (the
-    scheduler's columns then rebuild only the hosts touched since the last request) and an
-    O(1) ``hosts_epoch`` (no host joins or leaves during the bench)."""
+    scheduler's columns then rebuild only the hosts touched since the last request), an
+    O(1) ``hosts_epoch`` (no host joins or leaves during the bench) and the real cache's
+    ``get_by_uuids``."""
 
     def __init__(self, hosts: list[HostState], aggregates: list[Aggregate]) -> None:
         super().__init__(hosts, aggregates)
@@ -199,6 +200,11 @@ class TableCache(FakeCache):
     @property
     def hosts_epoch(self) -> int:
         return 0
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
+        """As ``HostStateCache.get_by_uuids``: one C-level lookup per uuid."""
+        get = self.hosts.get
+        return [h for h in map(get, uuids) if h is not None]
 
 
 class Timed(CandidateSource):
