@@ -41,15 +41,15 @@ keystone:
 # make test runs in phases, each announcing itself, quick ones first: lint, then the unit tests
 # (about a minute), then everything that talks to real peers (tests/ minus tests/unit).
 # pytest's exit 5 (no tests collected) is not a failure of a phase; every other is.
-# The integration phase runs in this process by default, the longest files first
-# (tests/conftest.py). TEST_WORKERS=2 runs it on two pytest-xdist workers, a whole test file per
+# The integration phase runs on three pytest-xdist workers (TEST_WORKERS), a whole test file per
 # worker at a time (--dist loadfile: module fixtures such as the nova control plane stay on one
-# worker). On a fresh clone two workers took 21 min 39 s against 30 min 49 s in one process,
-# but two broker-restart races were lost to the shared CPU, so one process is the default until
-# those tests are made load-proof (docs/benchmarks.md, "Test suite"). The ten slowest tests are
-# listed at the end.
+# worker), the longest files first (tests/conftest.py). The phase mostly waits on real peers,
+# so three workers pay on two cores: the nova control-plane file alone is about as long as
+# everything else shared by the two other workers (docs/benchmarks.md, "Test suite", for the
+# figures and why not 2 or 4). TEST_WORKERS=0 runs it in this process. The ten slowest tests
+# are listed at the end.
 PYTEST := $(VENV)/pytest -q -p no:cacheprovider
-TEST_WORKERS ?= 0
+TEST_WORKERS ?= 3
 PHASE = @echo; echo "=== make test: $(1) ($$(date -u +%H:%M:%S)) ==="
 test: bootstrap services keystone nova
 	$(call PHASE,1/3 lint: ruff and mypy)

@@ -14,32 +14,39 @@ answer patched with the pending claims and sorts the order a head at a time. Bot
 the same hosts. CPU time
 (``time.process_time``), not wall time: the machine is shared.
 
-    .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000] [--boots 200]
+The hosts are served as the daemon's host table serves them (issue #24): on one ChangeLog,
+with an O(1) ``hosts_epoch``, and the GC frozen after the set-up as ``service.py`` freezes it
+once READY; the first boot after each refresh (which carries the answer and the columns over
+to the new state) is reported apart from the others.
+
+    .venv/bin/python -m bench.bench_decision_mirror [--hosts 1000,10000,100000] [--boots 200]
+        [--new-view]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from asyncsched.conf.options import Config
-from asyncsched.objects.models import Flavor, RequestContext, RequestSpec
+from asyncsched.objects.models import Aggregate, Flavor, RequestContext, RequestSpec
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.scheduling.candidates.source import MIRROR, CandidateSource
 from asyncsched.scheduling.engine import Ordering
 from asyncsched.scheduling.manager import SchedulerManager
-from asyncsched.state.host_state import HostState
+from asyncsched.state.host_state import ChangeLog, HostState
 from asyncsched.state.placement_mirror import Inventory, MirrorState, Provider
 from asyncsched.state.rows import parse_supported_instances
 from bench.synthetic_cloud import NOW, make_cloud
@@ -178,6 +185,28 @@ def nova_hosts(hosts: list[HostState]) -> None:
         h.touch()
 
 
+class TableCache(FakeCache):
+    """The fake cache as the daemon's HostTable serves it: every host on one ChangeLog (the
+    scheduler's columns then rebuild only the hosts touched since the last request), an
+    O(1) ``hosts_epoch`` (no host joins or leaves during the bench) and the real cache's
+    ``get_by_uuids``."""
+
+    def __init__(self, hosts: list[HostState], aggregates: list[Aggregate]) -> None:
+        super().__init__(hosts, aggregates)
+        log = ChangeLog()
+        for h in hosts:
+            h.changes = log
+
+    @property
+    def hosts_epoch(self) -> int:
+        return 0
+
+    def get_by_uuids(self, uuids: Iterable[str]) -> list[HostState]:
+        """As ``HostStateCache.get_by_uuids``: one C-level lookup per uuid."""
+        get = self.hosts.get
+        return [h for h in map(get, uuids) if h is not None]
+
+
 class Timed(CandidateSource):
     """The source, its CPU time counted (the candidates' share of a boot)."""
 
@@ -191,50 +220,95 @@ class Timed(CandidateSource):
             self.cpu += time.process_time() - t0
 
 
-async def run(
-    n: int, boots: int, refresh: int, reuse: bool, spec: RequestSpec = SPEC
-) -> tuple[float, list[str], float]:
-    """(CPU ms per boot, chosen host uuids, of which candidates ms per boot) for ``boots``
-    one-instance boots."""
+@dataclass(frozen=True, slots=True)
+class Boots:
+    """One run's measured boots: CPU ms each, the candidates' share, the host chosen, and
+    whether the boot was the first after a mirror refresh (it rebuilds the host view)."""
+
+    cpu: tuple[float, ...]
+    cands: tuple[float, ...]
+    chosen: tuple[str, ...]
+    after_refresh: tuple[bool, ...]
+
+    def mean(self, which: tuple[float, ...] | None = None, first: bool | None = None) -> float:
+        """Mean CPU ms per boot (of ``which``, default all CPU), of the boots right after a
+        refresh (``first=True``), of the others (False), or of all (None)."""
+        vals = self.cpu if which is None else which
+        got = [v for v, f in zip(vals, self.after_refresh, strict=True) if first in (None, f)]
+        return sum(got) / len(got) if got else float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a run does: ``boots`` boots of ``spec``, a mirror refresh every ``refresh``, and
+    with ``new_view`` a new host view for every boot (as after a host filled up and left
+    the answer: the scheduler's kept view and its column rows are looked up again)."""
+
+    boots: int
+    refresh: int
+    spec: RequestSpec = SPEC
+    new_view: bool = False
+
+
+async def run(n: int, shape: Shape, reuse: bool) -> Boots:
+    """``shape.boots`` one-instance boots on a fresh ``n``-host cloud, the GC frozen after
+    the set-up as the daemon freezes it once READY (``service.py``)."""
     hosts, aggs = make_cloud(n, random.Random(7))
-    if spec is not SPEC:
+    if shape.spec is not SPEC:
         nova_hosts(hosts)
     mirror = Mirror(hosts)
     source = Timed(AcceptAll(), mirror)  # type: ignore[arg-type]
     source._local = LocalCandidates(reuse_answers=reuse)
-    mgr = SchedulerManager(Config(), FakeCache(hosts, aggs), source, clock=lambda: NOW)
+    mgr = SchedulerManager(Config(), TableCache(hosts, aggs), source, clock=lambda: NOW)
+    gc.collect()
+    gc.freeze()
+    try:
+        return await _boots(mgr, mirror, source, shape)
+    finally:
+        gc.unfreeze()
+
+
+async def _boots(mgr: SchedulerManager, mirror: Mirror, source: Timed, shape: Shape) -> Boots:
     rng = random.Random(3)
+    cpu: list[float] = []
+    cands: list[float] = []
     chosen: list[str] = []
-    cpu = cands = 0.0
-    for i in range(boots + 5):
+    first: list[bool] = []
+    refresh = shape.refresh
+    for i in range(shape.boots + 5):
         if i and i % refresh == 0:
             mirror.refresh()  # the mirror's background task: not on the request path
+        if shape.new_view:
+            mgr._view = None
         instance = str(uuid.UUID(int=rng.getrandbits(128)))
         t0, c0 = time.process_time(), source.cpu
-        got = await mgr.select_destinations(CTX, spec, [instance], True, True)
+        got = await mgr.select_destinations(CTX, shape.spec, [instance], True, True)
         if i >= 5:  # the first boots build the columns and caches
-            cpu += time.process_time() - t0
-            cands += source.cpu - c0
+            cpu.append((time.process_time() - t0) * 1000.0)
+            cands.append((source.cpu - c0) * 1000.0)
             chosen.append(got[0][0].compute_node_uuid)
-    assert source.paths[MIRROR] == boots + 5, source.paths
-    return cpu * 1000.0 / boots, chosen, cands * 1000.0 / boots
+            first.append(i % refresh == 0)
+    assert source.paths[MIRROR] == shape.boots + 5, source.paths
+    return Boots(tuple(cpu), tuple(cands), tuple(chosen), tuple(first))
 
 
-async def main_async(sizes: list[int], boots: int, refresh: int, which: str) -> None:
-    spec = nova_spec() if which == "nova" else SPEC
+async def main_async(sizes: list[int], shape: Shape, which: str) -> None:
     print(
         f"one-instance select_destinations, mirror path, CPU ms per boot (refresh every "
-        f"{refresh}; {which} request)"
+        f"{shape.refresh}; {which} request{'; a new host view every boot' * shape.new_view})"
     )
     for n in sizes:
         with eager_order():
-            before, a, _ = await run(n, boots, refresh, reuse=False, spec=spec)
-        after, b, cands = await run(n, boots, refresh, reuse=True, spec=spec)
-        assert a == b, "the two paths chose different hosts"
+            before = await run(n, shape, reuse=False)
+        after = await run(n, shape, reuse=True)
+        assert before.chosen == after.chosen, "the two paths chose different hosts"
+        mean, cands = after.mean(), after.mean(after.cands)
         print(
-            f"  {n:>6} hosts: before {before:6.2f} ms  after {after:6.2f} ms  "
-            f"({before / after:.1f}x, same {len(a)} choices); after: candidates "
-            f"{cands:.2f} ms, the rest of the decision {after - cands:.2f} ms"
+            f"  {n:>6} hosts: before {before.mean():6.2f} ms  after {mean:6.2f} ms  "
+            f"({before.mean() / mean:.1f}x, same {len(after.chosen)} choices); after: "
+            f"candidates {cands:.2f} ms, the rest of the decision {mean - cands:.2f} ms; "
+            f"first boot after a refresh {after.mean(first=True):.2f} ms, "
+            f"the others {after.mean(first=False):.2f} ms"
         )
 
 
@@ -246,9 +320,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--spec", choices=("tiny", "nova"), default="nova", help="m1.tiny alone, or a real boot"
     )
+    ap.add_argument(
+        "--new-view", action="store_true", help="a new host view every boot (a host filled up)"
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.hosts.split(",")]
-    asyncio.run(main_async(sizes, args.boots, args.refresh, args.spec))
+    spec = nova_spec() if args.spec == "nova" else SPEC
+    shape = Shape(args.boots, args.refresh, spec, args.new_view)
+    asyncio.run(main_async(sizes, shape, args.spec))
 
 
 if __name__ == "__main__":

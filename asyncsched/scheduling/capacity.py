@@ -26,7 +26,7 @@ import dataclasses
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -267,7 +267,7 @@ def _result(
     per_cell: Counter[str] = Counter()
     per_agg: Counter[str] = Counter()
     per_host: dict[str, int] = {}
-    states: list[HostState] = fill.hosts.states
+    states: Sequence[HostState] = fill.hosts.states
     for base in np.flatnonzero(fill.counts).tolist():
         n = int(fill.counts[base])
         s = states[base]

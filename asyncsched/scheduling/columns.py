@@ -5,8 +5,10 @@ Plugins declare what they read: a weigher its ``column`` (a :class:`Column`), a 
 by name, so a third-party plugin gets the same fast path by declaring one.
 
 Rows are keyed by the HostState object (we keep a reference, so ``id`` stays unique) and
-rebuilt only when the host's ``generation`` moved. A request costs two C-level passes over its
-hosts (slot lookup, generation read) instead of a Python loop per filter and weigher.
+rebuilt only when the host's ``generation`` moved. With the hosts' ChangeLog (the daemon's
+host table keeps one) a request over the same list as the last one looks only at the hosts
+touched since, and a new list costs one C-level pass (the slot lookup); without a log, two
+(slot lookup, generation read). Never a Python loop per filter and weigher.
 """
 
 from __future__ import annotations
@@ -159,27 +161,44 @@ class HostColumns:
     def slots(self, states: Sequence[HostState]) -> IntArray:
         """Row numbers of ``states`` with every stale row rebuilt.
 
-        For the same list as last time, only the hosts its ChangeLog names as touched since
-        are looked at (states of one table share one log); otherwise every host's generation
-        is compared with its row's.
+        While the hosts' ChangeLog can say what was touched since every row was last known
+        current (the mark), only those hosts are looked at, for the same list as last time
+        or a new one (a new list, e.g. the host view after a host filled up, then costs the
+        row lookup, not also a generation read of every host); otherwise every host of the
+        list has its generation compared with its row's.
         """
         n = len(states)
         changes = states[0].changes if n else None
         last = self._last
+        created: list[int] = []
         if last is not None and last[0] is states and last[1] == self.epoch and len(last[2]) == n:
             idx = last[2]
-            if self._touched_only(changes):
-                return idx
         else:
-            idx = self._rows(states)
+            idx, created = self._rows(states)
             idx.flags.writeable = False  # handed to several requests: never changed in place
             self._last = (states, self.epoch, idx)
-        self._mark = None if changes is None else (changes, changes.mark())
+        if self._touched_only(changes):
+            if created:
+                self._write_rows(np.asarray(created, dtype=np.intp), self._states_at(created))
+            return idx
+        mark = None if changes is None else (changes, changes.mark())
         gens = np.fromiter(map(_GEN, states), dtype=np.int64, count=n)
         stale = np.flatnonzero(self.gen[idx] != gens)
         if len(stale):
             self._write_rows(idx[stale], [states[i] for i in stale.tolist()])
+        # every row is current as of the mark only when this list held every row
+        self._mark = mark if mark is not None and self._covers_all(idx) else None
         return idx
+
+    def _states_at(self, rows: list[int]) -> list[HostState]:
+        return [self._states[r] for r in rows]
+
+    def _covers_all(self, idx: IntArray) -> bool:
+        if len(idx) < len(self._states):
+            return False
+        seen = np.zeros(len(self._states), dtype=bool)
+        seen[idx] = True
+        return bool(seen.all())
 
     def _touched_only(self, changes: ChangeLog | None) -> bool:
         """Rebuild the rows of the hosts touched since the mark; False when the log cannot
@@ -201,10 +220,12 @@ class HostColumns:
             self._write_rows(rows, list(stale.values()))
         return True
 
-    def _rows(self, states: Sequence[HostState]) -> IntArray:
-        """The row of each state, new rows for states not seen before."""
+    def _rows(self, states: Sequence[HostState]) -> tuple[IntArray, list[int]]:
+        """The row of each state, and the rows made now for states not seen before (to be
+        written: their generation is -1)."""
         n = len(states)
         got = list(map(self._slot.get, map(id, states)))
+        created: list[int] = []
         if None in got:
             for i, slot in enumerate(got):
                 if slot is None:
@@ -215,8 +236,9 @@ class HostColumns:
                         self._grow(slot + 1)
                         self._states.append(s)
                         self._slot[id(s)] = slot
+                        created.append(slot)
                     got[i] = slot
-        return np.fromiter(got, dtype=np.intp, count=n)
+        return np.fromiter(got, dtype=np.intp, count=n), created
 
     def refresh(self, state: HostState) -> None:
         """Rebuild one host's row now (after this request consumed it)."""

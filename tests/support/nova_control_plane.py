@@ -29,6 +29,7 @@ import urllib.error
 import urllib.request
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -45,6 +46,7 @@ from tests.support.nova_scheduler import (
     NovaSchedulerProcess,
     _manage,
     ensure_nova_venv,
+    kill_group,
     managed_db,
     nova_env,
 )
@@ -131,16 +133,24 @@ class ApiError(Exception):
         return f"{self.method} {self.path} -> {self.status}: {self.body[:2000]}"
 
 
+#: :func:`poll`'s first pause and its longest: most waits end within a second (a boot, a
+#: deletion), so the first probes come quickly; a long wait costs a probe every 0.25 s.
+POLL_FIRST, POLL_MAX = 0.05, 0.25
+
+
 def poll(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
-    """``probe()`` every 0.2 s until it returns something not None; TimeoutError otherwise."""
+    """``probe()`` until it returns something not None, pausing 0.05 s and then half as long
+    again each time up to 0.25 s; TimeoutError after ``timeout`` (a guard, not a bound)."""
     deadline = time.monotonic() + timeout
+    pause = POLL_FIRST
     while True:
         got = probe()
         if got is not None:
             return got
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not after {timeout} s")
-        time.sleep(0.2)
+        time.sleep(pause)
+        pause = min(pause * 1.5, POLL_MAX)
 
 
 def _http(method: str, url: str, headers: Mapping[str, str], body: Any = None) -> tuple[int, Any]:
@@ -264,6 +274,11 @@ class NovaProcess:
                 pass
         terminate_group(proc)
 
+    def kill(self) -> None:
+        """SIGKILL the group and reap it: the service dies with no goodbye."""
+        proc, self.proc = self.proc, None
+        kill_group(proc)
+
     def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log.read_text(errors="replace")[-chars:]
@@ -376,11 +391,14 @@ class ControlPlane:
         t0 = time.monotonic()
         ensure_nova_venv()
         broker.add_vhost(self.vhost)
-        self.placement.start()
         self.stubs.start()
         self.image = self.stubs.state.add_image("cirros")
         self.image2 = self.stubs.state.add_image("cirros-rebuilt")
-        asyncio.run(self._databases())
+        # Placement's schema and gunicorn beside nova-manage's (each a single-core job).
+        with ThreadPoolExecutor(1) as pool:
+            placement = pool.submit(self.placement.start, 180.0)
+            asyncio.run(self._databases())
+            placement.result()
         cell = self.db.cells[0]
         self.conf.write_text(
             nova_conf(
@@ -393,11 +411,12 @@ class ControlPlane:
         )
         (self.work / "locks").mkdir(exist_ok=True)
         (self.work / "api-paste.ini").write_text(paste_without_authtoken())
-        self._api = self._start_api()
+        # The conductor and the computes start while nova-api does (none needs the API).
         self.others.append(self._start_service("conductor", "nova-conductor"))
         for host in COMPUTES:
             self.start_compute(host)
         self.start_compute(RESCHEDULER, "fake.FakeRescheduleDriver", **RESCHEDULER_SHAPE)
+        self._start_apis()
         self.wait_computes_up((*COMPUTES, RESCHEDULER), timeout=240)
         self.discover_hosts()
         # Held out of every scenario but the reschedule one, which enables it.
@@ -418,9 +437,9 @@ class ControlPlane:
         )
         await self.db.close_pools()  # they belong to this asyncio.run's loop
 
-    def _start_api(self, name: str = "nova-api", *extra_conf: str) -> NovaClient:
-        """nova-api on a free port (``extra_conf``: more files in the work dir, read after
-        nova.conf); returns its client once it answers."""
+    def _launch_api(self, name: str, *extra_conf: str) -> tuple[NovaProcess, NovaClient]:
+        """Start nova-api ``name`` on a free port (``extra_conf``: more files in the work dir,
+        read after nova.conf); its process and client (:meth:`_await_api` waits for it)."""
         script = self.work / "nova_api_wsgi.py"
         script.write_text(_API_SCRIPT)
         port = free_port()
@@ -438,28 +457,36 @@ class ControlPlane:
         )
         proc.start()
         self.others.append(proc)
-        client = NovaClient(f"http://127.0.0.1:{port}/v2.1")
+        return proc, NovaClient(f"http://127.0.0.1:{port}/v2.1")
+
+    @staticmethod
+    def _await_api(proc: NovaProcess, client: NovaClient) -> NovaClient:
+        """``client`` once its nova-api answers."""
 
         def answers() -> bool | None:
             if not proc.alive():
-                raise ControlPlaneError(f"{name} exited:\n{proc.log_tail()}")
+                raise ControlPlaneError(f"{proc.name} exited:\n{proc.log_tail()}")
             try:
                 client.get("/flavors")
             except (OSError, ApiError):
                 return None
             return True
 
-        poll(f"{name} answering", answers, timeout=180)
+        poll(f"{proc.name} answering", answers, timeout=180)
         return client
 
+    def _start_apis(self) -> None:
+        """nova-api, and a second one with ``allow_resize_to_same_host = True`` (nova reads it
+        in the API only, for :meth:`same_host_api`), started side by side."""
+        (self.work / "same-host.conf").write_text("[DEFAULT]\nallow_resize_to_same_host = True\n")
+        api = self._launch_api("nova-api")
+        same_host = self._launch_api("nova-api-same-host", "same-host.conf")
+        self._api = self._await_api(*api)
+        self._same_host_api = self._await_api(*same_host)
+
     def same_host_api(self) -> NovaClient:
-        """A second nova-api with ``allow_resize_to_same_host = True`` (nova reads it in the
-        API only), started on first use and kept for the plane's life."""
-        if self._same_host_api is None:
-            (self.work / "same-host.conf").write_text(
-                "[DEFAULT]\nallow_resize_to_same_host = True\n"
-            )
-            self._same_host_api = self._start_api("nova-api-same-host", "same-host.conf")
+        """The nova-api with ``allow_resize_to_same_host = True``."""
+        assert self._same_host_api is not None, "start() first"
         return self._same_host_api
 
     def _start_service(self, name: str, binary: str, *extra_conf: Path) -> NovaProcess:
@@ -491,10 +518,12 @@ class ControlPlane:
             old.stop()
         self.computes[host] = self._start_service(host, "nova-compute", overlay)
 
-    def stop_compute(self, host: str) -> None:
+    def kill_compute(self, host: str) -> None:
+        """The host dies (SIGKILL): no graceful stop to wait for; :meth:`reset_services`
+        starts it again."""
         proc = self.computes.pop(host, None)
         if proc is not None:
-            proc.stop()
+            proc.kill()
 
     def zone_of(self, host: str) -> str:
         return next(zone for zone, hosts in ZONES.items() if host in hosts)
@@ -639,9 +668,13 @@ class ControlPlane:
         return ""
 
     def stop_scheduler(self) -> None:
+        """Kill the scheduler (the plane's requests are all answered by then; a graceful
+        stop of nova-scheduler waits for nothing but costs seconds)."""
         s, self.scheduler = self.scheduler, None
-        if s is not None:
-            s.stop()
+        if isinstance(s, NovaSchedulerProcess):
+            s.kill()
+        elif s is not None:
+            s.stop()  # ServeProcess.stop: SIGKILL
 
     # --- tear-down ----------------------------------------------------------------------
 
@@ -653,9 +686,11 @@ class ControlPlane:
         return "\n".join(parts)
 
     def stop(self) -> None:
+        """Kill every process of the plane (nothing of it outlives it: a graceful stop waited
+        up to 10 s for each nova service in turn), then drop its databases and vhost."""
         self.stop_scheduler()
         for p in [*self.computes.values(), *self.others]:
-            p.stop()
+            p.kill()
         self.computes.clear()
         self.stubs.stop()
         self.placement.stop()

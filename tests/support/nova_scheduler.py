@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import time
 import uuid as uuidlib
@@ -282,6 +283,17 @@ def nova_worker_count() -> int:
     return os.cpu_count() or 1
 
 
+def kill_group(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL a process started with ``start_new_session`` and its whole group, and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(30)
+
+
 class NovaSchedulerProcess:
     """``.venv-nova/bin/nova-scheduler --config-file conf`` in a process group of its own
     (its forked workers with it); everything it prints goes to ``log``."""
@@ -323,6 +335,11 @@ class NovaSchedulerProcess:
         """SIGTERM the group (the parent and its workers), SIGKILL after 10 s."""
         proc, self.proc = self.proc, None
         terminate_group(proc)
+
+    def kill(self) -> None:
+        """SIGKILL the group: when nothing it holds matters any more (no graceful stop)."""
+        proc, self.proc = self.proc, None
+        kill_group(proc)
 
     def log_text(self) -> str:
         try:

@@ -23,7 +23,7 @@ Placement.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
-from asyncsched.scheduling.candidates.columns import BoolArray, RootColumns
+from asyncsched.scheduling.candidates.columns import BoolArray, IntArray, RootColumns
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
@@ -152,25 +152,7 @@ class LocalCandidates:
         """The roots that can hold the whole request, as a mask over the state's columns."""
         wanted = tuple(sorted(g.resources.items()))
         cols = self.columns(state)
-        mask = np.ones(len(cols), dtype=bool)
-        if g.in_tree is not None:
-            only = cols.row.get(state.providers[state.by_uuid[g.in_tree]].root_id)
-            mask[:] = False
-            if only is not None:
-                mask[only] = True
-        for rc, amount in wanted:
-            mask &= cols.resource(rc).fits(amount)
-        for t in g.required_traits | request.root_required:  # the root is the provider
-            mask &= cols.trait(t)
-        for t in g.forbidden_traits | request.root_forbidden:
-            mask &= ~cols.trait(t)
-        for any_of in g.aggregates:
-            member = np.zeros(len(cols), dtype=bool)
-            for agg in any_of:
-                member |= cols.aggregate(agg)
-            mask &= member
-        for agg in g.forbidden_aggregates:
-            mask &= ~cols.aggregate(agg)
+        mask = _fit(cols, state, request, g)
         for uuid, mine in pending.items():  # claimed here, not yet in the state: check again
             rp_id = state.by_uuid.get(uuid)
             row = cols.row.get(rp_id) if rp_id is not None else None
@@ -191,6 +173,29 @@ class LocalCandidates:
         anchored = [roots[i] for i in np.flatnonzero(mask).tolist()]
         return self._candidates(state, anchored, wanted, pending), mask, roots
 
+    def _mask_after(
+        self,
+        prior_state: MirrorState,
+        state: MirrorState,
+        request: ResourceRequest,
+        g: RequestGroup,
+        old_mask: BoolArray,
+    ) -> tuple[RootColumns, BoolArray, IntArray]:
+        """The request's mask over ``state`` and the rows that may differ from ``old_mask``
+        (its mask over ``prior_state``): when the mirror names the providers replaced, only
+        their rows are judged again (a refresh under claims: a few of 100,000); else every
+        row."""
+        moved = state.moved_since(prior_state)
+        cols = self.columns(state)
+        if moved is None or len(old_mask) != len(cols):
+            cols, mask, _ = self._mask(state, request, g, {})
+            return cols, mask, np.arange(len(mask), dtype=np.intp)
+        row = cols.row
+        rows = np.array(sorted(r for i in moved if (r := row.get(i)) is not None), dtype=np.intp)
+        mask = old_mask.copy()
+        mask[rows] = _fit(cols, state, request, g, rows)
+        return cols, mask, rows
+
     def _patched(
         self,
         prior_state: MirrorState,
@@ -205,42 +210,34 @@ class LocalCandidates:
         old, old_mask, old_roots = before
         if state.has_trees or prior_state.has_trees:
             return None
-        cols, mask, _ = self._mask(state, request, g, {})
+        cols, mask, rows = self._mask_after(prior_state, state, request, g, old_mask)
         roots = cols.roots
         if len(roots) != len(old_roots) or len(mask) != len(old_mask):
             return None
-        if (mask & ~old_mask).any():
+        if (mask[rows] & ~old_mask[rows]).any():
             return None  # a root joined: its place in the answer's order needs a full build
-        moved = state.moved_since(prior_state)
-        if moved is not None:  # the mirror says which roots may differ: only those looked at
-            row = cols.row
-            maybe = sorted(r for i in moved if (r := row.get(i)) is not None and mask[r])
-        else:
-            maybe = np.flatnonzero(mask).tolist()
-        changed = [i for i in maybe if roots[i] is not old_roots[i]]
+        changed = [i for i in rows[mask[rows]].tolist() if roots[i] is not old_roots[i]]
         if any(roots[i].id != old_roots[i].id for i in changed):
             return None
-        left = np.flatnonzero(old_mask & ~mask).tolist()
+        left = rows[old_mask[rows] & ~mask[rows]].tolist()
         if not left and not changed:
             return old, mask, roots  # the same answer (a frozen value): shared as it is
-        by_rp = dict(old.alloc_reqs_by_rp_uuid)
-        summaries = dict(old.provider_summaries)
-        areqs = old.allocation_requests
-        if left:
-            dropped: set[int] = set()
-            for i in left:
-                u = old_roots[i].uuid
-                dropped.update(id(a) for a in by_rp.pop(u, ()))
-                summaries.pop(u, None)
-            areqs = [a for a in areqs if id(a) not in dropped]
+        # No root left: the same allocation requests objects, so the scheduler's host view
+        # (kept per alloc_reqs_by_rp_uuid object) holds across the refresh.
+        areqs, by_rp = old.allocation_requests, old.alloc_reqs_by_rp_uuid
+        gone = [old_roots[i].uuid for i in left]
+        if gone:
+            areqs, by_rp = _without_roots(old, gone)
         cache = self._summaries
+        patch: dict[str, Any] = {}
         for i in changed:
             p = roots[i]
             hit = cache.get(p.id)
             if hit is None or hit[0] is not p:
                 hit = cache[p.id] = (p, summary(state, p))
-            summaries[p.uuid] = hit[1]
-        return Candidates(list(areqs), summaries, by_rp, old.version), mask, roots
+            patch[p.uuid] = hit[1]
+        summaries = PatchedSummaries.over(old.provider_summaries, patch, gone)
+        return Candidates(areqs, summaries, by_rp, old.version), mask, roots
 
     def _candidates(
         self,
@@ -277,6 +274,54 @@ class LocalCandidates:
                 mine = pending.get(p.uuid)
                 summaries[p.uuid] = plus_pending(hit[1], mine) if mine else hit[1]
         return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
+
+
+def _fit(
+    cols: RootColumns,
+    state: MirrorState,
+    request: ResourceRequest,
+    g: RequestGroup,
+    rows: IntArray | None = None,
+) -> BoolArray:
+    """The roots (all, or those at ``rows``) that can hold the whole request by their own
+    values: capacity of each class, traits, aggregates, tree."""
+
+    def at(full: BoolArray) -> BoolArray:
+        return full if rows is None else full[rows]
+
+    mask = np.ones(len(cols) if rows is None else len(rows), dtype=bool)
+    if g.in_tree is not None:
+        only = cols.row.get(state.providers[state.by_uuid[g.in_tree]].root_id)
+        tree = np.zeros(len(cols), dtype=bool)
+        if only is not None:
+            tree[only] = True
+        mask &= at(tree)
+    for rc, amount in sorted(g.resources.items()):
+        mask &= cols.resource(rc).fits(amount, rows)
+    for t in g.required_traits | request.root_required:  # the root is the provider
+        mask &= at(cols.trait(t))
+    for t in g.forbidden_traits | request.root_forbidden:
+        mask &= ~at(cols.trait(t))
+    for any_of in g.aggregates:
+        member = np.zeros(len(mask), dtype=bool)
+        for agg in any_of:
+            member |= at(cols.aggregate(agg))
+        mask &= member
+    for agg in g.forbidden_aggregates:
+        mask &= ~at(cols.aggregate(agg))
+    return mask
+
+
+def _without_roots(
+    answer: Candidates, gone: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """``answer``'s allocation requests and their index without those of the roots ``gone``
+    (new objects: ``answer`` is shared)."""
+    by_rp = dict(answer.alloc_reqs_by_rp_uuid)
+    dropped: set[int] = set()
+    for u in gone:
+        dropped.update(id(a) for a in by_rp.pop(u, ()))
+    return [a for a in answer.allocation_requests if id(a) not in dropped], by_rp
 
 
 def summary(state: MirrorState, p: Provider) -> dict[str, Any]:
@@ -401,6 +446,25 @@ class PatchedSummaries(Mapping[str, Any]):
         self, base: Mapping[str, Any], patch: dict[str, Any], dropped: frozenset[str]
     ) -> None:
         self._base, self._patch, self._dropped = base, patch, dropped
+
+    @classmethod
+    def over(
+        cls, old: Mapping[str, Any], patch: dict[str, Any], gone: Iterable[str]
+    ) -> Mapping[str, Any]:
+        """``old`` with ``patch`` (keys of ``old``) laid over it and ``gone`` left out, in
+        ``old``'s order, without copying its entries: a refresh changes a few providers of
+        100,000. One layer deep (``old``'s own layer is merged into the new one); flattened
+        into a dict once the layer passes a sixteenth of the base (amortised)."""
+        base, dropped = old, frozenset(gone)
+        if isinstance(old, PatchedSummaries):
+            base, patch, dropped = old._base, {**old._patch, **patch}, old._dropped | dropped
+        for u in dropped.intersection(patch):
+            del patch[u]
+        if (len(patch) + len(dropped)) * 16 <= len(base):
+            return cls(base, patch, dropped)
+        flat = {u: v for u, v in base.items() if u not in dropped}
+        flat.update(patch)
+        return flat
 
     def __getitem__(self, key: str) -> Any:
         if key in self._patch:

@@ -1,9 +1,10 @@
-"""One real nova 34 control plane for the module, served in turn by each scheduler.
+"""One real nova 34 control plane per test module, served by the module's scheduler.
 
-``plane`` starts nova-api, nova-conductor, four computes, cells, Placement, a RabbitMQ vhost and
-the databases once (about a minute); ``nova`` is parametrized over the three schedulers and
-module-scoped, so pytest runs every scenario against nova-scheduler, then asyncsched, then
-asyncsched with the Placement mirror, swapping only the process on the ``scheduler`` topic.
+``plane`` starts nova-api, nova-conductor, five computes, cells, Placement, a RabbitMQ vhost and
+the databases once per module (half a minute on a quiet machine); ``scheduler`` starts the
+process named by the module's ``SCHEDULER`` on the ``scheduler`` topic. The scenarios are
+written once (``scenarios.py``) and imported by one file per scheduler, so ``-n 3 --dist
+loadfile`` runs the three schedulers side by side, each with its own plane.
 
 ``ASYNCSCHED_NOVA_DB=mysql`` (``make e2e-nova DB=mysql``) puts the plane's databases (nova's
 API, cell0 and cell, Placement's) on MariaDB, made by nova-manage and placement-manage.
@@ -42,12 +43,14 @@ def plane(tmp_path_factory: pytest.TempPathFactory, db_backend: Backend) -> Iter
         cp.stop()
 
 
-@pytest.fixture(scope="module", params=SCHEDULERS)
+@pytest.fixture(scope="module")
 def scheduler(request: pytest.FixtureRequest, plane: ControlPlane) -> Iterator[ControlPlane]:
-    """The plane with ``request.param`` on the ``scheduler`` topic."""
-    plane.use_scheduler(str(request.param))
+    """The plane with the module's ``SCHEDULER`` (one of :data:`SCHEDULERS`) on the
+    ``scheduler`` topic."""
+    kind = getattr(request.module, "SCHEDULER", None)
+    assert kind in SCHEDULERS, f"{request.module.__name__}.SCHEDULER={kind!r}: one of {SCHEDULERS}"
+    plane.use_scheduler(str(kind))
     yield plane
-    plane.reset_services()
     plane.stop_scheduler()
 
 

@@ -11,12 +11,19 @@ import pytest
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import AllocationDeleteFailed
 from asyncsched.objects.models import Flavor, RequestSpec
-from asyncsched.placement.client import PlacementClient
+from asyncsched.placement.client import CLAIM_ATTEMPTS, PlacementClient
 from asyncsched.placement.errors import PlacementConnectionError
 from asyncsched.placement.query import build_resource_request
 from tests.support.placement_server import PlacementServer
 
 pytestmark = pytest.mark.integration
+
+# Racers per round: one claim each, at once, on one provider. This Placement tries a write
+# once (allocation_conflict_retry_count = 1) and a refused try means another racer's write
+# landed meanwhile, so a claim is refused at most RACERS - 1 times: with 4 racers the client's
+# 4th attempt (CLAIM_ATTEMPTS) always succeeds, however the machine interleaves them.
+RACERS = CLAIM_ATTEMPTS
+CONFLICT_ROUNDS = 50
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +43,8 @@ async def test_provider_generation_conflicts_are_retried(racy_placement: Placeme
     ar = {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 16}}}}
     claimed: list[str] = []
     # One client never races itself on a provider (it claims one at a time per provider), so
-    # the racers are 8 clients, as 8 scheduler processes would be.
-    clients = [PlacementClient(racy_placement.options, claim_backoff=0.2) for _ in range(8)]
+    # the racers are clients of their own, as scheduler processes would be.
+    clients = [PlacementClient(racy_placement.options, claim_backoff=0.2) for _ in range(RACERS)]
     await asyncio.gather(*(c.start() for c in clients))
     client = clients[0]
     try:
@@ -45,15 +52,16 @@ async def test_provider_generation_conflicts_are_retried(racy_placement: Placeme
         def conflicts() -> int:
             return sum(c.health()["claim_conflicts"] for c in clients)
 
-        # Up to 5 rounds of 16 simultaneous claims on one provider; Placement reports real
-        # placement.concurrent_update conflicts that the clients must retry to success.
-        for _ in range(5):
-            consumers = [str(uuidlib.uuid4()) for _ in range(16)]
+        # Rounds of simultaneous claims on one provider until Placement reports real
+        # placement.concurrent_update conflicts that the clients must retry to success. How
+        # many rounds that takes depends on how the machine interleaves Placement's 4 workers
+        # (5 rounds were not always enough under load): the bound only ends a run that never
+        # races. (16 claims a round from 8 clients lost claims to a loaded machine.)
+        for _ in range(CONFLICT_ROUNDS):
+            consumers = [str(uuidlib.uuid4()) for _ in clients]
+            pairs = zip(clients, consumers, strict=True)
             results = await asyncio.gather(
-                *(
-                    clients[i % len(clients)].claim(u, ar, project_id="p", user_id="u")
-                    for i, u in enumerate(consumers)
-                )
+                *(c.claim(u, ar, project_id="p", user_id="u") for c, u in pairs)
             )
             claimed += consumers
             assert all(results)
@@ -62,7 +70,10 @@ async def test_provider_generation_conflicts_are_retried(racy_placement: Placeme
         assert conflicts() > 0
         async with racy_placement.seeder() as s:
             assert (await s.usages(rp))["VCPU"] == len(claimed)
-        await client.rollback(claimed)
+        # One consumer at a time: all of them at once on this provider would be the same race
+        # again, which a loaded machine can make outlast the client's 4 attempts (a leak).
+        for consumer in claimed:
+            await client.rollback([consumer])
         async with racy_placement.seeder() as s:
             assert (await s.usages(rp))["VCPU"] == 0
     finally:

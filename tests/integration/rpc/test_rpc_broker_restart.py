@@ -45,12 +45,16 @@ from tests.support.broker import RABBITMQCTL, make_config
 from tests.support.decisions import RecordingEvents, SchedulerCall, SchedulerFake, fake_selection
 from tests.support.oslo_caller import OsloSchedulerClient, nova_context, request_spec_primitive
 from tests.support.private_broker import private_broker
+from tests.support.tcp_proxy import TcpProxy, tcp_proxy
 
 pytestmark = pytest.mark.integration
 
 IN_FLIGHT = 8  # calls running in our process when the broker stops
 SENT_WHILE_DOWN = 2  # calls the caller makes while the broker is stopped
 DURABLE = {"amqp_durable_queues": True}
+# Generous bounds on each wait: they only decide how long a failure takes to show, never what
+# passes (a loaded 2-core machine may take tens of seconds to restart a broker node).
+GUARD_S = 120
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,11 @@ class Broker:
 
     @property
     def url(self) -> str:
-        return f"rabbit://guest:guest@127.0.0.1:{self.port}/{self.vhost}"
+        return self.url_at(self.port)
+
+    def url_at(self, port: int) -> str:
+        """The vhost's transport_url through ``port`` (a proxy in front of the node)."""
+        return f"rabbit://guest:guest@127.0.0.1:{port}/{self.vhost}"
 
     def ctl(self, *args: str, timeout: float = 60) -> str:
         node = ["-n", self.node] if self.node else []
@@ -225,9 +233,10 @@ async def eventually_in_thread(check: Callable[[], bool], limit: float, what: st
 class Scenario:
     """How the restart unfolds.
 
-    ``rabbit``: ``[oslo_messaging_rabbit]`` of both sides; ``caller_back_last``: the caller
-    waits 4.5 s (kombu_reconnect_delay) before reconnecting, so our server is back first and
-    answers while the caller is away;
+    ``rabbit``: ``[oslo_messaging_rabbit]`` of both sides; ``caller_back_last``: the caller's
+    way to the broker (a proxy) stays closed until the test has looked at what our server did
+    while the caller was away: our server is back first and answers meanwhile. Held by the
+    test, not by a reconnect delay, so no amount of load lets the caller in early;
     ``gate_after_redelivery``: the calls start working only once their redeliveries arrived
     (else as soon as the connection dropped, so they finish while the broker is down).
     """
@@ -237,15 +246,14 @@ class Scenario:
     gate_after_redelivery: bool
 
     @property
-    def caller_rabbit(self) -> dict[str, Any]:
-        late = {"kombu_reconnect_delay": 4.5} if self.caller_back_last else {}
-        return {**self.rabbit, **late}
+    def reply_queue_survives(self) -> bool:
+        return bool(self.rabbit.get("rabbit_transient_quorum_queue"))
 
 
 SCENARIOS = {
-    # Our server is back before the caller: the finished calls' replies meet a missing reply
-    # queue (basic.return) and are retried until oslo has declared it again; the redeliveries
-    # are answered from the reply cache.
+    # Our server is back before the caller: every reply meets a missing reply queue
+    # (basic.return) and is retried until oslo has declared it again; the redeliveries are
+    # answered from the reply cache.
     "replies-wait-for-the-reply-queue": Scenario(
         DURABLE, caller_back_last=True, gate_after_redelivery=False
     ),
@@ -263,69 +271,74 @@ SCENARIOS = {
 }
 
 
+@pytest.fixture
+def caller_door(broker: Broker) -> Iterator[TcpProxy]:
+    """The caller's way to the broker: a proxy the test can close (``cut``) and reopen."""
+    with tcp_proxy("127.0.0.1", broker.port) as proxy:
+        yield proxy
+
+
+class Restart:
+    """One scenario's run: our server, the oslo caller (behind ``door``) and their calls."""
+
+    def __init__(
+        self, broker: Broker, door: TcpProxy, pool: ThreadPoolExecutor, scenario: Scenario
+    ) -> None:
+        self.broker, self.door, self.pool, self.scenario = broker, door, pool, scenario
+        self.in_flight = [str(uuid.uuid4()) for _ in range(IN_FLIGHT)]
+        self.while_down = [str(uuid.uuid4()) for _ in range(SENT_WHILE_DOWN)]
+        self.contexts = {u: nova_context() for u in self.in_flight + self.while_down}
+        delays = {u: 1.0 + i / (IN_FLIGHT - 1) for i, u in enumerate(self.in_flight)}  # 1..2 s
+        delays.update({u: 1.0 for u in self.while_down})
+        self.scheduler = GatedScheduler(delays)
+        # Our server polls the stopped broker every <= 0.5 s, so it is back soon after the
+        # broker. It retries an undelivered reply for kombu_missing_consumer_retry_timeout
+        # (60 s by default): generous here, as the caller is held away for as long as a loaded
+        # machine takes to restart the broker.
+        config = make_config(
+            broker.url,
+            rabbit_interval_max=0.5,
+            kombu_missing_consumer_retry_timeout=GUARD_S,
+            **scenario.rabbit,
+        )
+        self.server = RPCServer(config, self.scheduler, RecordingEvents())
+        # nova's own timeouts are long (long_rpc_timeout 1800 s, rpc_response_timeout 60 s);
+        # the call monitor sees no heartbeat while the caller is held away, so it is a guard
+        # too. The caller retries its connection every second (rabbit_interval_max).
+        self.client = OsloSchedulerClient(
+            broker.url_at(door.port),
+            timeout=3 * GUARD_S,
+            call_monitor_timeout=GUARD_S,
+            rabbit_options={**scenario.rabbit, "rabbit_interval_max": 1},
+        )
+        self.calls: dict[str, asyncio.Future[Any]] = {}
+
+    def call(self, uuids: list[str]) -> None:
+        for u in uuids:
+            self.calls[u] = conductor_call(self.pool, self.client, u, self.contexts[u])
+
+    async def close(self) -> None:
+        try:
+            await self.server.close()
+        finally:
+            await asyncio.to_thread(self.door.restore)  # a failed run may leave it cut
+            await asyncio.to_thread(self.client.close)
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
 async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_recognised(
-    broker: Broker, pool: ThreadPoolExecutor, scenario: Scenario
+    broker: Broker, caller_door: TcpProxy, pool: ThreadPoolExecutor, scenario: Scenario
 ) -> None:
-    in_flight = [str(uuid.uuid4()) for _ in range(IN_FLIGHT)]
-    while_down = [str(uuid.uuid4()) for _ in range(SENT_WHILE_DOWN)]
-    everyone = in_flight + while_down
-    delays = {u: 1.0 + i / (IN_FLIGHT - 1) for i, u in enumerate(in_flight)}  # 1 s .. 2 s
-    delays.update({u: 1.0 for u in while_down})
-    contexts = {u: nova_context() for u in everyone}
-    scheduler = GatedScheduler(delays)
-    # Our server polls the stopped broker every <= 0.5 s, so it is back soon after the broker.
-    config = make_config(broker.url, rabbit_interval_max=0.5, **scenario.rabbit)
-    server = RPCServer(config, scheduler, RecordingEvents())
-    # nova's own timeouts are long (long_rpc_timeout 1800 s, rpc_response_timeout 60 s).
-    client = OsloSchedulerClient(
-        broker.url,
-        timeout=60,
-        call_monitor_timeout=30,
-        rabbit_options=scenario.caller_rabbit,
-    )
-
-    def call(u: str) -> asyncio.Future[Any]:
-        return conductor_call(pool, client, u, contexts[u])
-
-    calls: dict[str, asyncio.Future[Any]] = {}
+    run = Restart(broker, caller_door, pool, scenario)
+    scheduler, server = run.scheduler, run.server
     try:
         await server.start(timeout=20)
-        calls.update({u: call(u) for u in in_flight})
-        await eventually(
-            lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
-        )
-        # The requests wait, unacked, in the durable topic queue (a quorum queue reports its
-        # counts with a delay); the caller's reply queue is not durable: the restart removes it
-        # and oslo declares it again when it reconnects.
-        before: dict[str, dict[str, Any]] = {}
-
-        def all_unacked() -> bool:
-            before.update(broker.queues())
-            return bool(before["scheduler"]["messages_unacknowledged"] == IN_FLIGHT)
-
-        await eventually_in_thread(all_unacked, 15, "the broker to count the unacked calls")
-        assert before["scheduler"]["durable"] is True
-        ((reply_name, reply_q),) = [q for q in before.items() if q[0].startswith("reply_")]
-        reply_q_survives = bool(scenario.rabbit.get("rabbit_transient_quorum_queue"))
-        assert reply_q["durable"] is reply_q_survives
-
-        try:
-            await asyncio.to_thread(broker.ctl, "stop_app")
-            await eventually(lambda: not server.health()["connected"], 10, "the connection drop")
-            assert scheduler.finished == 0  # every call is in flight across the restart
-            if not scenario.gate_after_redelivery:
-                scheduler.gate.set()
-            # The caller keeps calling while the broker is down: oslo retries the publish.
-            calls.update({u: call(u) for u in while_down})
-            await asyncio.sleep(0.5)
-            assert not any(c.done() for c in calls.values())
-        finally:
-            await asyncio.to_thread(broker.ensure_running)
-
+        run.call(run.in_flight)
+        reply_name = await _all_in_flight_unacked(run)
+        await _restart_broker(run)
         await eventually(
             lambda: server.stats.duplicates == IN_FLIGHT,
-            20,
+            GUARD_S,
             "the server to recognise every redelivery",
         )
         if scenario.gate_after_redelivery:
@@ -333,39 +346,25 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
             assert scheduler.finished == 0
             scheduler.gate.set()
         if scenario.caller_back_last:
-            await eventually(lambda: scheduler.finished == IN_FLIGHT, 60, "the original runs")
-            # Everything is answered on our side, but the caller has not reconnected yet.
-            assert server.health()["connected"]
-            if reply_q_survives:
-                # The replies wait in the caller's (quorum) reply queue.
-                await eventually(
-                    lambda: server.stats.replies >= IN_FLIGHT, 5, "replies into the reply queue"
-                )
-            else:
-                # No reply queue: the replies are returned by the broker and retried.
-                assert not await broker.queue_exists(reply_name)
-            assert not any(calls[u].done() for u in in_flight)
-            assert server.stats.replies_dropped == 0
+            await _answered_while_the_caller_is_away(run, reply_name)
+            await asyncio.to_thread(caller_door.restore)
 
-        results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=50)
-        answers = dict(zip(calls, results, strict=True))
+        results = await asyncio.wait_for(asyncio.gather(*run.calls.values()), timeout=GUARD_S)
+        answers = dict(zip(run.calls, results, strict=True))
         await eventually_in_thread(
-            lambda: _drained(broker.queues()), 15, "every request to be acked after its reply"
+            lambda: _drained(broker.queues()), GUARD_S, "every request to be acked after its reply"
         )
         # Each in-flight request is answered twice (its original run once the broker was back,
         # and its redelivery); oslo keeps the first reply and drops the other, which may still
         # be on its way when the caller returns.
         await eventually(
             lambda: server.stats.replies == IN_FLIGHT * 2 + SENT_WHILE_DOWN,
-            10,
+            GUARD_S,
             "both replies of every in-flight request",
         )
         health = server.health()
     finally:
-        try:
-            await server.close()
-        finally:
-            await asyncio.to_thread(client.close)
+        await run.close()
 
     # Each caller got the answer for its own instance.
     for u, result in answers.items():
@@ -374,14 +373,87 @@ async def test_broker_restart_redelivers_in_flight_calls_and_duplicates_are_reco
         assert chosen.service_host == host_for(u)
         assert chosen.compute_node_uuid == str(uuid.uuid5(uuid.NAMESPACE_URL, u))
     # Each instance scheduled exactly once, under its caller's request id.
-    assert Counter(scheduler.scheduled) == Counter((u, contexts[u]["request_id"]) for u in everyone)
+    assert Counter(scheduler.scheduled) == Counter(
+        (u, ctx["request_id"]) for u, ctx in run.contexts.items()
+    )
     # RabbitMQ redelivered every in-flight request once and each redelivery was recognised.
     assert health["stats"]["duplicates"] == IN_FLIGHT
     assert health["stats"]["received"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
     assert health["stats"]["replies"] == IN_FLIGHT * 2 + SENT_WHILE_DOWN
     assert health["stats"]["replies_dropped"] == 0
+    if scenario.caller_back_last and not scenario.reply_queue_survives:
+        # Every in-flight reply met the missing reply queue and was delivered by a retry.
+        assert health["stats"]["replies_late"] >= IN_FLIGHT * 2
     assert health["stats"]["reconnects"] >= 1
     assert health["connected"] is True and health["last_error"] is None
+
+
+async def _all_in_flight_unacked(run: Restart) -> str:
+    """Every call reached the scheduler and waits, unacked, in the durable topic queue.
+
+    (A quorum queue reports its counts with a delay.) The caller's reply queue is not durable
+    unless quorum: the restart removes it and oslo declares it again when it reconnects.
+    Returns the reply queue's name.
+    """
+    await eventually(
+        lambda: len(run.scheduler.scheduled) == IN_FLIGHT,
+        GUARD_S,
+        "every call to reach the scheduler",
+    )
+    before: dict[str, dict[str, Any]] = {}
+
+    def all_unacked() -> bool:
+        before.update(run.broker.queues())
+        return bool(before["scheduler"]["messages_unacknowledged"] == IN_FLIGHT)
+
+    await eventually_in_thread(all_unacked, GUARD_S, "the broker to count the unacked calls")
+    assert before["scheduler"]["durable"] is True
+    ((reply_name, reply_q),) = [q for q in before.items() if q[0].startswith("reply_")]
+    assert reply_q["durable"] is run.scenario.reply_queue_survives
+    return reply_name
+
+
+async def _restart_broker(run: Restart) -> None:
+    """stop_app with every call in flight; the caller keeps calling while the broker is down."""
+    try:
+        await asyncio.to_thread(run.broker.ctl, "stop_app")
+        if run.scenario.caller_back_last:
+            await asyncio.to_thread(run.door.cut)  # the caller stays away until restored
+        await eventually(
+            lambda: not run.server.health()["connected"], GUARD_S, "the connection drop"
+        )
+        assert run.scheduler.finished == 0  # every call is in flight across the restart
+        if not run.scenario.gate_after_redelivery:
+            run.scheduler.gate.set()
+        run.call(run.while_down)  # oslo retries the publish until it is connected again
+        await asyncio.sleep(0.5)
+        assert not any(c.done() for c in run.calls.values())  # the broker is down
+    finally:
+        await asyncio.to_thread(run.broker.ensure_running)
+
+
+async def _answered_while_the_caller_is_away(run: Restart, reply_name: str) -> None:
+    """Our side answers every in-flight call (original and redelivery) before the caller is
+    back; the caller is held away (its door is cut), so none of its calls has returned."""
+    server = run.server
+    await eventually(lambda: run.scheduler.finished == IN_FLIGHT, GUARD_S, "the original runs")
+    assert server.health()["connected"]
+    if run.scenario.reply_queue_survives:
+        # The replies wait in the caller's (quorum) reply queue.
+        await eventually(
+            lambda: server.stats.replies == IN_FLIGHT * 2, GUARD_S, "replies into the reply queue"
+        )
+    else:
+        # No reply queue: every reply is returned by the broker and retried in the background.
+        assert not await run.broker.queue_exists(reply_name)
+        await eventually(
+            lambda: server.health()["replies_pending"] == IN_FLIGHT * 2,
+            GUARD_S,
+            "every reply to wait for the reply queue",
+        )
+        assert server.stats.replies == 0
+    assert not any(c.done() for c in run.calls.values())
+    assert server.stats.replies_dropped == 0
 
 
 def _drained(queues: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -403,25 +475,29 @@ async def test_with_transient_queues_the_calls_running_here_are_still_answered(
     scheduler = GatedScheduler({u: 1.0 + i / (IN_FLIGHT - 1) for i, u in enumerate(in_flight)})
     config = make_config(broker.url, rabbit_interval_max=0.5)
     server = RPCServer(config, scheduler, RecordingEvents())
-    client = OsloSchedulerClient(broker.url, timeout=60, call_monitor_timeout=30)
+    client = OsloSchedulerClient(broker.url, timeout=3 * GUARD_S, call_monitor_timeout=GUARD_S)
     try:
         await server.start(timeout=20)
         calls = {u: conductor_call(pool, client, u, contexts[u]) for u in in_flight}
         await eventually(
-            lambda: len(scheduler.scheduled) == IN_FLIGHT, 15, "every call to reach the scheduler"
+            lambda: len(scheduler.scheduled) == IN_FLIGHT,
+            GUARD_S,
+            "every call to reach the scheduler",
         )
         assert (await asyncio.to_thread(broker.queues))["scheduler"]["durable"] is False
         try:
             await asyncio.to_thread(broker.ctl, "stop_app")
-            await eventually(lambda: not server.health()["connected"], 10, "the connection drop")
+            await eventually(
+                lambda: not server.health()["connected"], GUARD_S, "the connection drop"
+            )
             assert scheduler.finished == 0
             scheduler.gate.set()
             await asyncio.sleep(0.5)
         finally:
             await asyncio.to_thread(broker.ensure_running)
-        results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=50)
+        results = await asyncio.wait_for(asyncio.gather(*calls.values()), timeout=GUARD_S)
         await eventually_in_thread(
-            lambda: _drained(broker.queues()), 15, "the re-declared queue to be empty"
+            lambda: _drained(broker.queues()), GUARD_S, "the re-declared queue to be empty"
         )
         health = server.health()
     finally:

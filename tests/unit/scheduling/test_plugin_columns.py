@@ -206,3 +206,42 @@ def test_with_a_changelog_only_touched_hosts_are_looked_at() -> None:
     without[0].free_ram_mb = 5
     without[0].generation += 1
     assert cols.num["free_ram_mb"][cols.slots(without)].tolist() == [5, 500]
+
+
+def test_a_new_list_reads_the_changelog_not_every_generation() -> None:
+    """A new list of known hosts (the host view after a host filled up) rebuilds the rows
+    of the hosts the log names and writes the rows of hosts never seen, without comparing
+    every host's generation."""
+    log = ChangeLog()
+    hosts = [host(f"h{i}", free_ram_mb=1000 + i, changes=log) for i in range(6)]
+    cols = HostColumns(columns=[attribute("free_ram_mb")])
+    cols.slots(hosts)
+    hosts[4].free_ram_mb = 4
+    hosts[4].touch()
+    hosts[2].free_ram_mb = 2
+    hosts[2].generation += 1  # behind the log's back: not looked at, so not rebuilt
+    joined = host("h6", free_ram_mb=6, changes=log)
+    view = [*hosts[1:], joined]  # h0 gone, h6 joined: a new list
+    assert cols.num["free_ram_mb"][cols.slots(view)].tolist() == [1001, 1002, 1003, 4, 1005, 6]
+    hosts[5].free_ram_mb = 5
+    hosts[5].touch()
+    assert cols.num["free_ram_mb"][cols.slots(list(hosts))].tolist() == [
+        1000,
+        1001,
+        1002,
+        1003,
+        4,
+        5,
+    ]
+
+
+def test_a_full_compare_of_some_hosts_does_not_vouch_for_the_others() -> None:
+    """After rows were voided (a column registered), comparing a sub-list makes only its rows
+    current: a later list with the other hosts must still rebuild theirs."""
+    log = ChangeLog()
+    hosts = [host(f"h{i}", free_ram_mb=1000 + i, num_io_ops=i, changes=log) for i in range(6)]
+    cols = HostColumns(columns=[attribute("free_ram_mb")])
+    cols.slots(hosts)
+    cols.register([attribute("num_io_ops")])  # every row void
+    cols.slots(hosts[:3])
+    assert cols.num["num_io_ops"][cols.slots(list(hosts))].tolist() == [0, 1, 2, 3, 4, 5]

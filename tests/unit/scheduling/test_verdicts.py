@@ -37,7 +37,7 @@ def run(
 ) -> tuple[list[bool], Counter[str]]:
     s = spec(memory_mb=mb)
     slots = cols.slots(hosts)
-    mask, reasons = cache.run(f, f.verdict_key(s), s, slots, lambda: hosts)
+    mask, reasons = cache.run(f, f.verdict_key(s), s, slots, lambda at: [hosts[i] for i in at])
     reference = f.filter_states(hosts, s)  # the per-host answer, judged afresh
     f.judged.clear()
     assert mask.tolist() == [c is None for c in reference]
@@ -51,16 +51,16 @@ def test_unchanged_hosts_reuse_their_verdicts_and_changed_ones_are_judged_again(
     cache = VerdictCache(cols)
     s = spec(memory_mb=2048)
     slots = cols.slots(hosts)
-    mask, _ = cache.run(f, 2048, s, slots, lambda: hosts)
+    mask, _ = cache.run(f, 2048, s, slots, lambda at: [hosts[i] for i in at])
     assert len(f.judged) == 12 and mask.sum() == 6
     f.judged.clear()
-    cache.run(f, 2048, s, slots, lambda: hosts)
+    cache.run(f, 2048, s, slots, lambda at: [hosts[i] for i in at])
     assert f.judged == []  # nothing changed: nothing judged
     hosts[0].free_ram_mb = 4096  # h0 now fits
     hosts[0].touch()
     hosts[3].free_ram_mb = 0  # h3 no longer fits
     hosts[3].touch()
-    mask, reasons = cache.run(f, 2048, s, cols.slots(hosts), lambda: hosts)
+    mask, reasons = cache.run(f, 2048, s, cols.slots(hosts), lambda at: [hosts[i] for i in at])
     assert sorted(f.judged) == ["h0", "h3"]
     assert mask[0] and not mask[3] and reasons == Counter({"ram": 6})
 
@@ -76,7 +76,7 @@ def test_another_key_a_subset_and_renumbered_rows_are_each_right() -> None:
     f.judged.clear()
     s = spec(memory_mb=2048)
     slots = cols.slots(hosts[5:])
-    mask, _ = cache.run(f, 2048, s, slots, lambda: hosts[5:])
+    mask, _ = cache.run(f, 2048, s, slots, lambda at: [hosts[5:][i] for i in at])
     assert len(f.judged) == 5 and mask.tolist() == [True] * 5
 
 

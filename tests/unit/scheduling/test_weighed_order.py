@@ -14,9 +14,16 @@ def reference(cur: list[int], weights: list[float], chosen: int) -> list[int]:
     return [cur[chosen]] + [cur[p] for p in order if p != chosen]
 
 
-@settings(max_examples=300, deadline=None)
+FINITE = [0.0, 0.25, 0.5, 1.0, -1.0, 3.0]
+NON_FINITE = [float("inf"), -float("inf"), float("nan")]
+
+
+@settings(max_examples=400, deadline=None)
 @given(
-    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -1.0, 3.0]), min_size=1, max_size=400),
+    st.one_of(
+        st.lists(st.sampled_from(FINITE), min_size=1, max_size=400),
+        st.lists(st.sampled_from(FINITE * 20 + NON_FINITE), min_size=1, max_size=400),
+    ),
     st.data(),
 )
 def test_every_order_and_prefix_equals_the_stable_argsort(

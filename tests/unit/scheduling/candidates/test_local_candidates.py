@@ -15,6 +15,7 @@ from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import Fallback, LocalCandidates
+from asyncsched.scheduling.candidates.local import PatchedSummaries
 from tests.support.mirror_data import Cloud, inv, request
 
 
@@ -383,3 +384,88 @@ def test_pending_claims_dropping_the_same_roots_cost_no_pass_over_the_answer(
     assert again.provider_summaries["h01"]["resources"]["VCPU"]["used"] == 1
     full = check({"h00": {"VCPU": 3}, "h01": {"VCPU": 3}})  # h01 full now
     assert "h01" not in full.alloc_reqs_by_rp_uuid and len(passes) == 2
+
+
+def test_refreshes_under_claims_keep_allocation_requests_and_layer_summaries() -> None:
+    """Refreshes that change a few roots' usage (issue #24: a few of 100,000): the answer
+    carried over keeps the same allocation-request objects while no root leaves (so the
+    scheduler's host view holds), lays the changed summaries over the shared ones instead
+    of copying them, and still equals the answer computed anew, in order, through roots
+    filling up (leaving), coming back and the layer being flattened."""
+    import random
+
+    rng = random.Random(3)
+    c = Cloud()
+    for i in range(200):
+        c.compute(f"h{i:03d}", vcpu=4)
+    kept, req = LocalCandidates(), request({"VCPU": 2})
+    state = c.state()
+    prev = kept.compute(state, req)
+    assert isinstance(prev, Candidates)
+    layered = same_objects = 0
+    for _ in range(60):
+        moved = {rng.randint(1, 200) for _ in range(rng.randint(1, 3))}
+        for rp_id in moved:
+            c.use(rp_id, VCPU=rng.choice([0, 1, 2, 3]))  # 3: full for 2 VCPU, 0: back
+        state = state.with_providers(dict(c.providers), moved)
+        got = kept.compute(state, req)
+        fresh = LocalCandidates().compute(state, req)
+        assert isinstance(got, Candidates) and isinstance(fresh, Candidates)
+        assert got.allocation_requests == fresh.allocation_requests
+        assert list(got.provider_summaries.items()) == list(fresh.provider_summaries.items())
+        assert len(got.provider_summaries) == len(fresh.provider_summaries)
+        assert all(u in got.provider_summaries for u in fresh.provider_summaries)
+        assert "h999" not in got.provider_summaries
+        assert list(got.alloc_reqs_by_rp_uuid.items()) == list(fresh.alloc_reqs_by_rp_uuid.items())
+        if set(got.alloc_reqs_by_rp_uuid) == set(prev.alloc_reqs_by_rp_uuid):
+            same_objects += got.alloc_reqs_by_rp_uuid is prev.alloc_reqs_by_rp_uuid
+        layered += isinstance(got.provider_summaries, PatchedSummaries)
+        prev = got
+    assert kept.patched > 30 and same_objects > 10 and layered > 10, (
+        kept.patched,
+        same_objects,
+        layered,
+    )
+
+
+def test_summaries_layered_over_a_layer_merge_into_one_and_flatten_when_large() -> None:
+    base = {f"h{i}": i for i in range(64)}
+    one = PatchedSummaries.over(base, {"h1": "x"}, ["h2"])
+    assert isinstance(one, PatchedSummaries)
+    two = PatchedSummaries.over(one, {"h3": "y"}, ["h1"])  # h1 patched, then gone
+    assert isinstance(two, PatchedSummaries) and two._base is base  # one layer deep
+    want = {k: v for k, v in base.items() if k not in ("h1", "h2")} | {"h3": "y"}
+    assert list(two.items()) == list(want.items()) and len(two) == 62
+    assert "h1" not in two and "h2" not in two and two["h3"] == "y"
+    with pytest.raises(KeyError):
+        two["h1"]  # patched in the old layer, gone in this one
+    big = PatchedSummaries.over(two, {"h4": "z"}, ["h5"])  # 5 changes of 64: flattened
+    assert type(big) is dict
+    want = {k: v for k, v in want.items() if k != "h5"} | {"h4": "z"}
+    assert list(big.items()) == list(want.items())
+
+
+def test_followed_columns_hand_over_usage_and_the_old_ones_still_answer_for_their_state() -> None:
+    """``RootColumns.follow`` updates the usage columns in place for the new state; the
+    columns it came from must still answer for their own state if asked (built again)."""
+    import numpy as np
+
+    from asyncsched.scheduling.candidates.columns import RootColumns
+
+    c = Cloud()
+    for i in range(40):
+        c.compute(f"h{i:02d}", vcpu=8)
+    first = c.state()
+    old = RootColumns(first)
+    before = old.resource("VCPU").fits(4).copy()
+    c.use(3, VCPU=6)
+    c.use(7, VCPU=8)
+    second = first.with_providers(dict(c.providers), {3, 7})
+    new = old.follow(second)
+    assert np.array_equal(
+        new.resource("VCPU").fits(4), RootColumns(second).resource("VCPU").fits(4)
+    )
+    assert not new.resource("VCPU").fits(4)[2] and before[2]  # h03 (row 2) no longer fits
+    assert np.array_equal(old.resource("VCPU").fits(4), before)  # the old state's answer
+    rows = np.array([0, 2, 6], dtype=np.intp)
+    assert np.array_equal(new.resource("VCPU").fits(4, rows), new.resource("VCPU").fits(4)[rows])
