@@ -1,0 +1,132 @@
+"""Heartbeats swap a host's service without a touch (state/beats.py); every other change of
+a services row, a heartbeat that moves back or ahead of the clock, and one the views hold
+too old a copy of are touches."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asyncsched.objects.models import CellMapping
+from asyncsched.state.beats import beat_only, keep_seconds, swap_beat
+from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
+from asyncsched.state.index import CellIndex, NodeRead, diff_full
+from asyncsched.state.table import Cell, HostTable, Live
+from tests.support.node_snapshots import CELL, snap
+from tests.support.sched_helpers import config
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+KEEP = 40.0
+
+
+def svc(beat: datetime | None, **kw: Any) -> ServiceInfo:
+    return ServiceInfo(id=1, host="h1", last_seen_up=beat, updated_at=beat, **kw)
+
+
+def hs_with(service: ServiceInfo) -> HostState:
+    return HostState(uuid="n1", host="h1", nodename="h1", cell_uuid="c1", service=service)
+
+
+def test_keep_is_two_refreshes_short_of_down_time_at_least_half() -> None:
+    assert keep_seconds(60, 10) == 40
+    assert keep_seconds(60, 0.5) == 59
+    assert keep_seconds(60, 20) == 30
+
+
+def test_only_the_heartbeat_stamps_may_change() -> None:
+    old = svc(NOW)
+    assert beat_only(old, svc(NOW + timedelta(seconds=10)))
+    assert beat_only(old, svc(NOW))  # the same beat read again
+    assert not beat_only(old, svc(NOW - timedelta(seconds=1)))  # moved back
+    assert not beat_only(old, svc(None))
+    for change in (
+        {"disabled": True},
+        {"forced_down": True},
+        {"disabled_reason": "x"},
+        {"version": 70},
+        {"uuid": "u"},
+        {"created_at": NOW},
+        {"binary": "other"},
+    ):
+        assert not beat_only(old, svc(NOW + timedelta(seconds=10), **change)), change
+
+
+def test_a_forward_heartbeat_is_swapped_without_a_touch() -> None:
+    hs = hs_with(svc(NOW - timedelta(seconds=10)))
+    new = svc(NOW)
+    assert swap_beat(hs, new, NOW, KEEP)
+    assert hs.service is new and hs.generation == 0
+
+
+def test_a_heartbeat_ahead_of_the_clock_or_moved_back_is_a_touch() -> None:
+    hs = hs_with(svc(NOW - timedelta(seconds=10)))
+    assert not swap_beat(hs, svc(NOW + timedelta(seconds=1)), NOW, KEEP)
+    assert not swap_beat(hs, svc(NOW - timedelta(seconds=70)), NOW, KEEP)
+    assert hs.service == svc(NOW - timedelta(seconds=10))  # the caller touches
+
+
+def test_the_views_copy_older_than_keep_makes_the_next_heartbeat_a_touch() -> None:
+    first = NOW
+    hs = hs_with(svc(first))  # the views were built with this one (generation 0)
+    t = first
+    for _ in range(3):  # reports every 10 s, no touch: the floor stays at the first beat
+        t += timedelta(seconds=10)
+        assert swap_beat(hs, svc(t), t, KEEP)
+        assert hs.beat_floor == (0, first)
+    t += timedelta(seconds=15)  # now 45 s past the views' copy, KEEP is 40
+    assert not swap_beat(hs, svc(t), t, KEEP)
+    hs.service = svc(t)
+    hs.touch()  # what the table does: the views read this beat at their next rebuild
+    t += timedelta(seconds=10)
+    assert swap_beat(hs, svc(t), t, KEEP)
+    assert hs.beat_floor == (1, t - timedelta(seconds=10))
+
+
+def test_a_full_read_swaps_heartbeats_and_rebuilds_other_service_changes() -> None:
+    index = CellIndex()
+    a, b = snap("na", "a"), snap("nb", "b")
+    sa = ServiceInfo(id=1, host="a", last_seen_up=NOW)
+    sb = ServiceInfo(id=2, host="b", last_seen_up=NOW)
+    index.snaps = {"na": a, "nb": b}
+    index.services = {"a": sa, "b": sb}
+    table = {
+        "na": HostState(uuid="na", host="a", nodename="na", cell_uuid=CELL, service=sa),
+        "nb": HostState(uuid="nb", host="b", nodename="nb", cell_uuid=CELL, service=sb),
+    }
+    later = NOW + timedelta(seconds=10)
+    services = [
+        (1, "a", dataclasses.replace(sa, last_seen_up=later)),
+        (2, "b", dataclasses.replace(sb, last_seen_up=later, disabled=True)),
+    ]
+    read = NodeRead(snaps={"na": a, "nb": b}, live={"na", "nb"})
+    beats: dict[str, str] = {}
+    assert diff_full(index, table, services, read, {}, None, beats) == {"nb"}
+    assert beats == {"na": "a"}
+
+
+async def test_the_table_swaps_a_heartbeat_and_touches_a_disable() -> None:
+    now = datetime.now(UTC)
+    table = HostTable(Live(config(), lambda: 0.0, {}, False))
+    cell = Cell(mapping=CellMapping(uuid="c1"), db=None)  # type: ignore[arg-type]
+    table.cells["c1"] = cell
+    log = ChangeLog()
+    hs = HostState(
+        uuid="n1",
+        host="h1",
+        nodename="h1",
+        cell_uuid="c1",
+        service=svc(now - timedelta(seconds=10)),
+        changes=log,
+    )
+    cell.table["n1"] = hs
+    mark = log.mark()
+    cell.index.services["h1"] = beat = svc(now)
+    await table.swap_services(cell, {"n1": "h1"})
+    assert hs.service is beat and hs.generation == 0 and log.since(mark) == []
+    cell.index.services["h1"] = off = svc(now, disabled=True)
+    await table.swap_services(cell, {"n1": "h1"})
+    assert hs.service is off and hs.generation == 1 and log.since(mark) == [hs]
+    cell.index.services["h1"] = back = svc(now - timedelta(seconds=30), disabled=True)
+    await table.swap_services(cell, {"n1": "h1"})  # written back by hand: a touch
+    assert hs.service is back and hs.generation == 2
