@@ -50,6 +50,9 @@ class CellIndex:
     # services.id -> (updated_at, created_at, deleted_at) of the row as last applied: an
     # incremental read fetches whole rows only where the stamp moved
     service_stamps: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # services.id -> (signature of all but the heartbeat, the ServiceInfo read with it): a
+    # changed row with the same signature is a heartbeat, read narrow (``readers.py``)
+    service_sigs: dict[int, tuple[str, ServiceInfo]] = field(default_factory=dict)
 
     def service_of(self, row: Mapping[str, Any]) -> ServiceInfo:
         """The ServiceInfo of a live services row, parsed again only when the row changed."""

@@ -12,6 +12,7 @@ from asyncsched.objects.models import CellMapping
 from asyncsched.state.beats import beat_only, keep_seconds, swap_beat
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.index import CellIndex, NodeRead, diff_full
+from asyncsched.state.readers import beat_rows, services_read
 from asyncsched.state.table import Cell, HostTable, Live
 from tests.support.node_snapshots import CELL, snap
 from tests.support.sched_helpers import config
@@ -130,3 +131,35 @@ async def test_the_table_swaps_a_heartbeat_and_touches_a_disable() -> None:
     cell.index.services["h1"] = back = svc(now - timedelta(seconds=30), disabled=True)
     await table.swap_services(cell, {"n1": "h1"})  # written back by hand: a touch
     assert hs.service is back and hs.generation == 2
+
+
+async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None:
+    """services_by_id rows carry the signature; a changed row whose narrow read shows the
+    same one is a heartbeat (no whole row); another signature or an unknown id is read
+    whole."""
+    index = CellIndex()
+    naive = NOW.replace(tzinfo=None)
+    whole = {
+        "id": 1, "uuid": "u1", "host": "h1", "binary": "nova-compute", "disabled": False,
+        "disabled_reason": None, "forced_down": False, "last_seen_up": naive,
+        "created_at": naive, "updated_at": naive, "version": 66, "deleted": 0,
+        "deleted_at": None, "sig": "s1",
+    }  # fmt: skip
+    read = await services_read(index, [whole])
+    (_, _, applied) = read.rows[0]
+    assert applied is not None and index.service_sigs[1] == ("s1", applied)
+    later = naive + timedelta(seconds=10)
+    beats = beat_rows(
+        index,
+        [
+            (1, later, later, naive, None, "s1"),  # a heartbeat
+            (2, later, later, naive, None, "s2"),  # never read whole
+        ],
+    )
+    assert beats.whole == [2]
+    ((sid, host, svc),) = beats.rows
+    assert (sid, host) == (1, "h1") and svc is not None
+    assert svc == dataclasses.replace(applied, last_seen_up=later.replace(tzinfo=UTC),
+                                      updated_at=later.replace(tzinfo=UTC))  # fmt: skip
+    assert beats.stamps == {1: (later, naive, None)}
+    assert beat_rows(index, [(1, later, later, naive, None, "other")]).whole == [1]
