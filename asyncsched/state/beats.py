@@ -48,6 +48,26 @@ def _rest(s: ServiceInfo) -> tuple[object, ...]:
     )
 
 
+def with_beat(
+    s: ServiceInfo, last_seen_up: datetime | None, updated_at: datetime | None
+) -> ServiceInfo:
+    """``s`` with a new heartbeat (``dataclasses.replace`` without its per-call walk over
+    the fields: 1,000 of these a second at 10,000 hosts)."""
+    return ServiceInfo(
+        s.id,
+        s.host,
+        s.binary,
+        s.disabled,
+        s.disabled_reason,
+        s.forced_down,
+        last_seen_up,
+        s.created_at,
+        updated_at,
+        s.version,
+        s.uuid,
+    )
+
+
 def beat_only(old: ServiceInfo, new: ServiceInfo) -> bool:
     """``new`` is ``old`` with a heartbeat that did not move back, and nothing else changed."""
     if _rest(old) != _rest(new):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asyncsched.state.beats import with_beat
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
 from asyncsched.state.rows import aware, node_snapshot
@@ -100,7 +101,7 @@ def beat_rows(index: CellIndex, rows: Sequence[Any]) -> BeatRows:
         if seen is None or seen[0] != r[5]:
             out.whole.append(sid)
             continue
-        svc = replace(seen[1], last_seen_up=aware(r[1]), updated_at=aware(r[2]))
+        svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
         sigs[sid] = (seen[0], svc)
         out.rows.append((sid, svc.host, svc))
         out.stamps[sid] = (r[2], r[3], r[4])

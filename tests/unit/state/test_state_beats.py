@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncsched.objects.models import CellMapping
-from asyncsched.state.beats import beat_only, keep_seconds, swap_beat
+from asyncsched.state.beats import beat_only, keep_seconds, swap_beat, with_beat
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.index import CellIndex, NodeRead, diff_full
 from asyncsched.state.readers import beat_rows, services_read
@@ -33,6 +33,14 @@ def test_keep_is_two_refreshes_short_of_down_time_at_least_half() -> None:
     assert keep_seconds(60, 10) == 40
     assert keep_seconds(60, 0.5) == 59
     assert keep_seconds(60, 20) == 30
+
+
+def test_with_beat_is_replace_of_the_two_stamps() -> None:
+    s = ServiceInfo(7, "h", "b", True, "r", True, NOW, NOW, NOW, 66, "u")
+    later = NOW + timedelta(seconds=10)
+    assert with_beat(s, later, later) == dataclasses.replace(
+        s, last_seen_up=later, updated_at=later
+    )
 
 
 def test_only_the_heartbeat_stamps_may_change() -> None:
