@@ -13,7 +13,7 @@ a *lower bound* of the host's heartbeat, and the up/down verdict stays exact:
   one that moves back, e.g. a row rewritten by hand, or lies ahead is a touch);
 * one that says "down" may be old: ComputeFilter reads those hosts' service again;
 * a heartbeat is a touch once the views' copy is older than ``keep`` seconds, so that
-  re-read stays rare (a host is touched every ``keep`` seconds, not at every report).
+  re-read stays rare (a host is touched about every ``keep`` seconds, not at every report).
 
 Anything else a services row says (disabled, forced down, version, a new row) is a touch,
 as before: the verdicts of a host just enabled, disabled or forced down change at once.
@@ -27,10 +27,12 @@ from asyncsched.common.clock import as_utc
 from asyncsched.state.host_state import HostState, ServiceInfo
 
 
-def keep_seconds(down_time: float, refresh_interval: float) -> float:
+def keep_seconds(down_time: float, report_interval: float, refresh_interval: float) -> float:
     """How old the views' heartbeat of a host may grow before a report touches the host:
-    two refresh intervals short of ``service_down_time``, at least half of it."""
-    return max(down_time - 2.0 * refresh_interval, down_time / 2.0)
+    short of ``service_down_time`` by one report and two refreshes, so the touch comes
+    before the views' copy says "down" (which ComputeFilter would read again); at least
+    half of it."""
+    return max(down_time - report_interval - 2.0 * refresh_interval, down_time / 2.0)
 
 
 def _rest(s: ServiceInfo) -> tuple[object, ...]:

@@ -146,8 +146,9 @@ class HostTable:
         nothing else of the host changes. A heartbeat is no touch (``state/beats.py``)."""
         services = cell.index.services
         config = self.live.config
+        d = config.default
         keep = keep_seconds(
-            float(config.default.service_down_time), config.asyncsched.refresh_interval
+            float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
         )
         now = utcnow()
         for i, (u, h) in enumerate(nodes.items()):

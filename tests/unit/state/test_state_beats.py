@@ -29,10 +29,11 @@ def hs_with(service: ServiceInfo) -> HostState:
     return HostState(uuid="n1", host="h1", nodename="h1", cell_uuid="c1", service=service)
 
 
-def test_keep_is_two_refreshes_short_of_down_time_at_least_half() -> None:
-    assert keep_seconds(60, 10) == 40
-    assert keep_seconds(60, 0.5) == 59
-    assert keep_seconds(60, 20) == 30
+def test_keep_is_a_report_and_two_refreshes_short_of_down_time_at_least_half() -> None:
+    assert keep_seconds(60, 10, 2) == 46
+    assert keep_seconds(60, 10, 0.5) == 49
+    assert keep_seconds(60, 10, 10) == 30
+    assert keep_seconds(60, 20, 10) == 30
 
 
 def test_with_beat_is_replace_of_the_two_stamps() -> None:

@@ -14,7 +14,7 @@ from asyncsched.state.beats import keep_seconds, swap_beat
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_helpers import NOW, config, host, spec
 
-KEEP = keep_seconds(60, 0.5)
+KEEP = keep_seconds(60, 10, 0.5)
 
 
 def at(seconds: float) -> datetime:
@@ -50,14 +50,15 @@ def test_the_column_path_follows_heartbeats_that_moved_no_generation() -> None:
     hosts = [beating, silent]
     cols = HostColumns(columns=ComputeFilter.column_mask(f).columns)  # type: ignore[union-attr]
     assert verdicts(f, cols, hosts, at(0)) == [True, True]
-    for t in (10, 20, 30, 40):  # reported, read, swapped: no generation moved
+    for t in (10, 20, 30):  # reported, read, swapped: no generation moved
         beat(beating, t)
     assert beating.generation == 0
-    # the column still holds the beat of -10 (65 s old): "down" there, up in truth
+    # no report read since (a refresh late): the column still holds the beat of -10, 60 s
+    # and more old, "down" there; beating's own is of 30: up
     assert verdicts(f, cols, hosts, at(50)) == [True, True]  # silent: exactly 60 s
     assert verdicts(f, cols, hosts, at(50.5)) == [True, False]
-    assert verdicts(f, cols, hosts, at(100)) == [True, False]  # beating's last: 60 s ago
-    assert verdicts(f, cols, hosts, at(100.5)) == [False, False]  # it stopped: down now
+    assert verdicts(f, cols, hosts, at(90)) == [True, False]  # beating's last: 60 s ago
+    assert verdicts(f, cols, hosts, at(90.5)) == [False, False]  # it stopped: down now
     beat(silent, 101)  # back up: 111 s since the copy, a touch
     assert silent.generation == 1
     assert verdicts(f, cols, hosts, at(101)) == [False, True]
