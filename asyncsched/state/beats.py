@@ -78,21 +78,26 @@ def beat_only(old: ServiceInfo, new: ServiceInfo) -> bool:
     return was is not None and now is not None and as_utc(now) >= as_utc(was)
 
 
-def swap_beat(hs: HostState, new: ServiceInfo, now: datetime, keep: float) -> bool:
+def swap_beat(
+    hs: HostState, new: ServiceInfo, now: datetime, keep: float, report: float = 0.0
+) -> bool:
     """Give ``hs`` the service ``new`` without a touch when that is a heartbeat the views
-    may miss (see the module); False (nothing done) when the caller must touch. Caller holds
-    ``hs.lock``; ``now`` is aware UTC."""
+    may miss (see the module); False (nothing done) when the caller must touch. ``keep``
+    allows for reports ``report`` seconds apart; a host whose last two came further apart
+    (a slow compute, a late read) is touched that much sooner. Caller holds ``hs.lock``;
+    ``now`` is aware UTC."""
     old = hs.service
     if new is old:
         return True
     if old is None or not beat_only(old, new):
         return False
-    beat = new.heartbeat
-    if beat is None or as_utc(beat) > now:
+    beat, was = new.heartbeat, old.heartbeat
+    if beat is None or was is None or as_utc(beat) > now:
         return False
+    gap = (as_utc(beat) - as_utc(was)).total_seconds()
     mark = hs.beat_floor
-    floor = mark[1] if mark is not None and mark[0] == hs.generation else old.heartbeat
-    if floor is None or (now - as_utc(floor)).total_seconds() > keep:
+    floor = mark[1] if mark is not None and mark[0] == hs.generation else was
+    if floor is None or (now - as_utc(floor)).total_seconds() > keep - max(0.0, gap - report):
         return False
     hs.service = new
     hs.beat_floor = (hs.generation, floor)

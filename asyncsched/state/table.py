@@ -150,11 +150,11 @@ class HostTable:
         keep = keep_seconds(
             float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
         )
-        now = utcnow()
+        now, report = utcnow(), float(d.report_interval)
         for i, (u, h) in enumerate(nodes.items()):
             hs = cell.table.get(u)
             if hs is not None:
-                await locked(hs, _swap_service, services.get(h), now, keep)
+                await locked(hs, _swap_service, services.get(h), now, keep, report)
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 
@@ -318,8 +318,10 @@ async def locked(hs: HostState, fn: Callable[..., None], *args: Any) -> None:
         fn(hs, *args)
 
 
-def _swap_service(hs: HostState, service: ServiceInfo | None, now: datetime, keep: float) -> None:
-    if service is not None and swap_beat(hs, service, now, keep):
+def _swap_service(
+    hs: HostState, service: ServiceInfo | None, now: datetime, keep: float, report: float
+) -> None:
+    if service is not None and swap_beat(hs, service, now, keep, report):
         return
     hs.service = service
     hs.touch()

@@ -172,3 +172,13 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
                                       updated_at=later.replace(tzinfo=UTC))  # fmt: skip
     assert beats.stamps == {1: (later, naive, None)}
     assert beat_rows(index, [(1, later, later, naive, None, "other")]).whole == [1]
+
+
+def test_a_host_reporting_further_apart_is_touched_sooner() -> None:
+    t = NOW + timedelta(seconds=32)  # both: the views' copy is of NOW, 32 s old
+    regular = hs_with(svc(NOW))
+    regular.service = svc(NOW + timedelta(seconds=22))
+    regular.beat_floor = (0, NOW)
+    assert swap_beat(regular, svc(t), t, KEEP, report=10)  # 10 s apart: 32 <= 40
+    slow = hs_with(svc(NOW))  # its last report 32 s ago: the next may be 32 s on
+    assert not swap_beat(slow, svc(t), t, KEEP, report=10)  # 32 > 40 - 22: a touch

@@ -25,7 +25,7 @@ def beat(hs: HostState, seconds: float) -> None:
     """A report at ``at(seconds)`` read by the refresh at that instant."""
     assert hs.service is not None
     new = dataclasses.replace(hs.service, last_seen_up=at(seconds), updated_at=at(seconds))
-    if not swap_beat(hs, new, at(seconds), KEEP):
+    if not swap_beat(hs, new, at(seconds), KEEP, 10):
         hs.service = new
         hs.touch()
 
