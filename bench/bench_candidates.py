@@ -134,6 +134,12 @@ class Serve:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_s(self) -> float:
+        """The daemon's CPU seconds so far (user + system, from /proc: load-independent)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def health(self) -> dict[str, Any]:
         for _ in range(50):
             try:
@@ -317,6 +323,10 @@ def run_mode(
         )
         single_n = args.single if mode.startswith("mirror") else args.get_single
         callers.boot(1)  # warm: connections, first query
+        # the daemon's CPU with no boots: refreshes and the computes' heartbeats
+        c0, w0 = serve.cpu_s(), time.monotonic()
+        time.sleep(args.idle)
+        out["idle_cpu_ms_per_s"] = (serve.cpu_s() - c0) / (time.monotonic() - w0) * 1000
         lat = [callers.boot(1)[0] for _ in range(single_n)]
         out["single_p50_ms"] = p50(lat) * 1000
         out["single_p90_ms"] = pct(lat, 0.9) * 1000
@@ -332,9 +342,10 @@ def run_mode(
 
             list(pool.map(connect, range(args.callers)))
             cpu = meter_parties(server, serve)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), serve.cpu_s()
             res = list(pool.map(lambda _: callers.boot(1), range(args.boots)))
             took = time.perf_counter() - t0
+            out["concurrent_cpu_ms_per_boot"] = (serve.cpu_s() - c0) / args.boots * 1000
             out["cpu_ms_per_boot"] = {
                 k: round(v * 1000 / args.boots, 2) for k, v in cpu.stop().items()
             }
@@ -612,6 +623,8 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
                     f"{args.boots} boots from {args.callers} callers "
                     f"{m['concurrent_boots_s']:.1f}/s, p50 {m['concurrent_p50_ms']:.0f} ms, "
                     f"p90 {m['concurrent_p90_ms']:.0f} ms; "
+                    f"daemon CPU {m['concurrent_cpu_ms_per_boot']:.1f} ms a boot, "
+                    f"{m['idle_cpu_ms_per_s']:.0f} ms/s idle (heartbeats, refreshes); "
                     f"{args.multi}-instance multi-create {m['multi_s']:.2f} s; "
                     f"claim writes {json.dumps(m.get('claim_batches'))}"
                 )
@@ -934,6 +947,9 @@ def main(argv: list[str] | None = None) -> int:
         help="tenants the callers boot for (caller k: tenant k mod N); 0: a new one per boot",
     )
     ap.add_argument("--multi", type=int, default=1000)
+    ap.add_argument(
+        "--idle", type=float, default=20.0, help="seconds of daemon CPU measured with no boots"
+    )
     ap.add_argument("--claims", type=int, default=300)
     ap.add_argument("--growth", default="1000,10000,100000", help="sizes, or '' to skip")
     ap.add_argument("--cells", type=int, default=1, help="nova cells the hosts are spread over")

@@ -35,6 +35,7 @@ from asyncsched.objects.models import (
 from asyncsched.placement.claims import ClaimBatch, ClaimResult
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.resources.numa.consume import place_numa_pci
+from asyncsched.scheduling.candidates.source import Fits, RefusalAware
 from asyncsched.scheduling.engine import DecisionEngine, RequestHosts
 from asyncsched.scheduling.interfaces import HostCache, Placement
 from asyncsched.scheduling.selection import NOT_ENOUGH, host_selection
@@ -207,8 +208,10 @@ class RequestRun:
         legacy: bool,
         skip_filters: bool,
         exclude: set[int],
+        fits: Fits | None = None,
     ) -> Placed | None:
-        """Decide one instance, consume it and submit its claim (not awaited)."""
+        """Decide one instance, consume it and submit its claim (not awaited); ``fits``
+        (after a refused claim) passes over hosts whose allocation request no longer fits."""
         hosts = self.hosts
         if not skip_filters and not hosts.filter(spec, index):
             return None
@@ -230,6 +233,8 @@ class RequestRun:
             if base in exclude or not hosts.cands[base]:
                 continue
             alloc = hosts.cands[base][0]
+            if fits is not None and not fits(alloc):
+                continue
             await self.consume(base, spec, instance_uuid)
             placed = Placed(instance_uuid, base, alloc)
             self.placed.append(placed)
@@ -353,8 +358,11 @@ class RequestRun:
             old.host(self.hosts).nodename,
         )
         retry_spec = dataclasses.replace(spec, instance_uuid=old.uuid)
+        fits = None
+        if isinstance(self._placement, RefusalAware):  # the view the refusal asked for
+            fits = await self._placement.after_refusal(old.uuid)
         placed = await self._place_one(
-            batch, retry_spec, max(index, 1), old.uuid, False, skip_filters, exclude=tried
+            batch, retry_spec, max(index, 1), old.uuid, False, skip_filters, tried, fits
         )
         if placed is None:
             raise NoValidHost(reason=NOT_ENOUGH)

@@ -128,6 +128,9 @@ class HostState:
     updated: datetime | None = None
     assumed: dict[str, Assumption] = field(default_factory=dict)
     generation: int = 0
+    # (generation, heartbeat): derived views built at this generation hold this heartbeat or
+    # a newer one (heartbeats swap the service without a touch, see ``state/beats.py``)
+    beat_floor: tuple[int, datetime | None] | None = field(default=None, repr=False)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     changes: ChangeLog | None = field(default=None, repr=False)  # the table's, if any
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

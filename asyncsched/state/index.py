@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from asyncsched.state.beats import beat_only
 from asyncsched.state.host_state import HostState, ServiceInfo
 from asyncsched.state.images import ImageProps, PropsRead
 from asyncsched.state.rows import NodeSnapshot, service_info
@@ -49,6 +50,9 @@ class CellIndex:
     # services.id -> (updated_at, created_at, deleted_at) of the row as last applied: an
     # incremental read fetches whole rows only where the stamp moved
     service_stamps: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # services.id -> (signature of all but the heartbeat, the ServiceInfo read with it): a
+    # changed row with the same signature is a heartbeat, read narrow (``readers.py``)
+    service_sigs: dict[int, tuple[str, ServiceInfo]] = field(default_factory=dict)
 
     def service_of(self, row: Mapping[str, Any]) -> ServiceInfo:
         """The ServiceInfo of a live services row, parsed again only when the row changed."""
@@ -139,11 +143,14 @@ def diff_full(
     nodes: NodeRead,
     insts: dict[str, str | None],
     props: PropsRead | None = None,
+    beats: dict[str, str] | None = None,
 ) -> set[str]:
     """A full read replaces the index; returns the nodes whose host must be rebuilt.
 
     ``table`` is the cell's visible hosts; ``insts`` maps every live instance to its host;
-    ``props`` is None unless image properties are wanted and were read."""
+    ``props`` is None unless image properties are wanted and were read. A node whose only
+    news is its service's heartbeat goes into ``beats`` (uuid -> host) when given, to be
+    swapped rather than rebuilt."""
     new_services = {host: svc for _, host, svc in services if svc is not None}
     snaps = nodes.snaps
     # keep the last values of a live node whose usage is "not updated yet"
@@ -166,14 +173,17 @@ def diff_full(
     moved_hosts |= apply_image_props(index, props)
     for u, snap in snaps.items():
         hs = table.get(u)
-        if (
-            hs is None
-            or hs.assumed
-            or index.snaps.get(u) is not snap
-            or new_services.get(snap.host) is not hs.service
-            or snap.host in moved_hosts
-        ):
+        if hs is None or hs.assumed or index.snaps.get(u) is not snap or snap.host in moved_hosts:
             dirty.add(u)
+            continue
+        svc = new_services.get(snap.host)
+        if svc is hs.service:
+            continue
+        if beats is not None and svc is not None and hs.service is not None:
+            if beat_only(hs.service, svc):
+                beats[u] = snap.host
+                continue
+        dirty.add(u)
     index.services = new_services
     index.snaps = snaps
     index.sigs = {u: sig for u, sig in index.sigs.items() if u in snaps}

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asyncsched.state.beats import with_beat
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.index import CellIndex, NodeRead, ServiceRow
-from asyncsched.state.rows import node_snapshot
+from asyncsched.state.rows import aware, node_snapshot
 from asyncsched.state.sql import CHUNK, INSTANCE_PAGE, NODE_PAGE, WATERMARK_OVERLAP
 
 Stamp = tuple[datetime | None, datetime | None, datetime | None]  # updated, created, deleted
@@ -36,7 +37,11 @@ async def read_services(
     first, then whole rows only for the stamps not already applied (``index.service_stamps``)
     or not older than ``seen`` (see ``read_stamped``)."""
     if since is None:
-        return await services_read(index, await db.fetch(db.sql.services_all))
+        read = await services_read(index, await db.fetch(db.sql.services_all))
+        index.service_sigs = {
+            i: index.service_sigs[i] for i in read.stamps if i in index.service_sigs
+        }
+        return read
     changed = await db.fetch(db.sql.service_stamps_changed, since)
     return await read_stamped(db, index, changed, seen)
 
@@ -65,8 +70,42 @@ async def read_stamped(
         return since is not None and newest is not None and newest >= since
 
     want = [r[0] for r in changed if moved(r)]
-    rows = await db.fetch(db.sql.services_by_id, want) if want else []
-    return await services_read(index, rows)
+    if not want:
+        return ServicesRead([], {})
+    beats = beat_rows(index, await db.fetch(db.sql.services_beats, want))
+    rows = await db.fetch(db.sql.services_by_id, beats.whole) if beats.whole else []
+    read = await services_read(index, rows)
+    read.rows.extend(beats.rows)  # live rows: the deleted ones stay first
+    read.stamps.update(beats.stamps)
+    return read
+
+
+@dataclass(slots=True)
+class BeatRows:
+    """What the narrow read of changed services rows found: heartbeats as values, and the
+    ids whose row changed otherwise (or is not known), to be read whole."""
+
+    rows: list[ServiceRow]
+    stamps: dict[int, Stamp]
+    whole: list[int]
+
+
+def beat_rows(index: CellIndex, rows: Sequence[Any]) -> BeatRows:
+    """Rows (id, last_seen_up, updated_at, created_at, deleted_at, sig) whose signature is
+    the one applied are heartbeats: the applied ServiceInfo with its new beat."""
+    out = BeatRows([], {}, [])
+    sigs = index.service_sigs
+    for r in rows:
+        sid = r[0]
+        seen = sigs.get(sid)
+        if seen is None or seen[0] != r[5]:
+            out.whole.append(sid)
+            continue
+        svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
+        sigs[sid] = (seen[0], svc)
+        out.rows.append((sid, svc.host, svc))
+        out.stamps[sid] = (r[2], r[3], r[4])
+    return out
 
 
 async def services_read(index: CellIndex, rows: Sequence[Any]) -> ServicesRead:
@@ -79,9 +118,13 @@ async def services_read(index: CellIndex, rows: Sequence[Any]) -> ServicesRead:
         if not host:
             continue
         if r["deleted"]:
+            index.service_sigs.pop(r["id"], None)
             out.append((r["id"], host, None))
             continue
         svc = index.service_of(r)
+        sig = r.get("sig")
+        if sig is not None:
+            index.service_sigs[r["id"]] = (sig, svc)
         cur = index.services.get(host)
         out.append((r["id"], host, cur if cur is svc or cur == svc else svc))
         if i % (4 * CHUNK) == 4 * CHUNK - 1:

@@ -29,6 +29,13 @@ _SVC_COLS = (
     'id, uuid, host, "binary", disabled, disabled_reason, forced_down, last_seen_up,'
     " created_at, updated_at, version, deleted, deleted_at"
 )
+# What a heartbeat does not change: all of a services row but last_seen_up, updated_at (and
+# report_count, not read), folded by the database into one md5. A changed row whose stamps
+# moved but whose signature did not is a heartbeat: only its beat is read (``readers.py``).
+_SIG_COLS = (
+    *("host", '"binary"', "disabled", "disabled_reason", "forced_down"),
+    *("version", "deleted", "uuid", "created_at", "deleted_at"),
+)
 _CHANGED = "(updated_at >= $3 OR created_at >= $3 OR deleted_at >= $3)"
 _PAGE = "AND id > $1 ORDER BY id LIMIT $2"  # keyset pages: no huge result decoded at once
 _COMPUTE = "\"binary\" = 'nova-compute'"
@@ -71,6 +78,9 @@ class Queries:
     # out. Always one row at least (the clock): a NULL id means nothing changed.
     services_fresh: str
     services_by_id: str
+    # The rows of these ids as a heartbeat leaves them: id, the beat, the stamps, the
+    # signature of the rest (``_SIG_COLS``), compared with the one applied.
+    services_beats: str
     instances_all: str
     instances_changed: str
     instances_of_host: str
@@ -86,12 +96,13 @@ class Queries:
 def build(s: Syntax) -> Queries:
     """The queries written once, in dialect ``s``."""
     now = f"SELECT {s.now} AS now"
+    sig = _signature(s)
     kv = f"{s.fold_kv(chr(34) + 'key' + chr(34), 'value')} AS kv"
     return Queries(
         now=now,
         nodes_all=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}",
         nodes_changed=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED} {_PAGE}",
-        services_all=f"SELECT {_SVC_COLS} FROM services WHERE {_COMPUTE} AND deleted = 0",
+        services_all=(f"SELECT {_SVC_COLS}, {sig} FROM services WHERE {_COMPUTE} AND deleted = 0"),
         service_stamps_changed=(
             f"SELECT id, updated_at, created_at, deleted_at FROM services WHERE {_COMPUTE}"
             " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
@@ -105,7 +116,13 @@ def build(s: Syntax) -> Queries:
             f" OR coalesce(s.forced_down, false) <> {s.member('s.id', 3, 'int')}"
             f" OR s.deleted <> 0 OR s.created_at >= $1 OR {s.member('s.id', 4, 'int')})"
         ),
-        services_by_id=f"SELECT {_SVC_COLS} FROM services WHERE {s.where_in('id', 1, 'int')}",
+        services_by_id=(
+            f"SELECT {_SVC_COLS}, {sig} FROM services WHERE {s.where_in('id', 1, 'int')}"
+        ),
+        services_beats=(
+            f"SELECT id, last_seen_up, updated_at, created_at, deleted_at, {sig}"
+            f" FROM services WHERE {s.where_in('id', 1, 'int')}"
+        ),
         instances_all=(
             f"SELECT id, uuid, host FROM instances WHERE deleted = 0 AND host IS NOT NULL {_PAGE}"
         ),
@@ -138,6 +155,12 @@ def build(s: Syntax) -> Queries:
             f" WHERE {s.where_in('rp.uuid', 1, 'text')}"
         ),
     )
+
+
+def _signature(s: Syntax) -> str:
+    """md5 of the ``_SIG_COLS`` of a services row (a NULL is its own value, not skipped)."""
+    parts = ", ".join(f"coalesce(CAST({c} AS {s.text}), '~')" for c in _SIG_COLS)
+    return f"md5(concat_ws('|', {parts})) AS sig"
 
 
 def _fingerprint(s: Syntax) -> str:

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from asyncsched.common.clock import utcnow
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import Aggregate, CellMapping
 from asyncsched.state import assumptions
 from asyncsched.state.api import AggregateIndex
+from asyncsched.state.beats import keep_seconds, swap_beat
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.fresh import FreshState
 from asyncsched.state.health import CellHealth, DatabaseHealth, ImagePropsHealth
@@ -128,8 +130,12 @@ class HostTable:
         heartbeat only swaps the host's service."""
         index = cell.index
         if full:
-            dirty = diff_full(index, cell.table, read.services, read.nodes, read.insts, props)
+            beats: dict[str, str] = {}
+            dirty = diff_full(
+                index, cell.table, read.services, read.nodes, read.insts, props, beats
+            )
             await self.reconcile(cell, dirty)
+            await self.swap_services(cell, beats)
             return
         changes = diff_changes(index, cell.table, read.services, read.nodes, read.insts, props)
         await self.reconcile(cell, changes.dirty)
@@ -137,12 +143,18 @@ class HostTable:
 
     async def swap_services(self, cell: Cell, nodes: Mapping[str, str]) -> None:
         """Give these nodes (uuid -> host) their host's service as the index has it now;
-        nothing else of the host changes."""
+        nothing else of the host changes. A heartbeat is no touch (``state/beats.py``)."""
         services = cell.index.services
+        config = self.live.config
+        d = config.default
+        keep = keep_seconds(
+            float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
+        )
+        now, report = utcnow(), float(d.report_interval)
         for i, (u, h) in enumerate(nodes.items()):
             hs = cell.table.get(u)
             if hs is not None:
-                await locked(hs, _set_service, services.get(h))
+                await locked(hs, _swap_service, services.get(h), now, keep, report)
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 
@@ -306,7 +318,11 @@ async def locked(hs: HostState, fn: Callable[..., None], *args: Any) -> None:
         fn(hs, *args)
 
 
-def _set_service(hs: HostState, service: ServiceInfo | None) -> None:
+def _swap_service(
+    hs: HostState, service: ServiceInfo | None, now: datetime, keep: float, report: float
+) -> None:
+    if service is not None and swap_beat(hs, service, now, keep, report):
+        return
     hs.service = service
     hs.touch()
 

@@ -5,7 +5,8 @@ Placement's ``GET /allocation_candidates`` shared by identical concurrent reques
 ``get_allocation_candidates`` / ``claim`` / ``rollback``). Placement still judges every claim:
 claims go to the client unchanged. The source only learns from them: an accepted claim is
 subtracted from the mirror until a refresh shows it; a refused one makes the mirror read
-Placement again at once (the instance is then decided again on the hosts left, as before).
+Placement again at once, and the instance is decided again on the hosts left once that read
+is in (bounded: ``after_refusal``), without the hosts it shows full.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from asyncsched.common.health import Snapshot
 from asyncsched.placement.candidates import Candidates
@@ -32,6 +33,19 @@ LOG = logging.getLogger(__name__)
 
 MIRROR = "mirror"
 PLACEMENT = "placement"
+
+#: refusals remembered for a retry (a claim refused and never placed again is forgotten)
+REFUSALS_KEPT = 1024
+
+#: whether an allocation request still fits, as the mirror sees Placement now
+Fits = Callable[[Mapping[str, Any]], bool]
+
+
+@runtime_checkable
+class RefusalAware(Protocol):
+    """A claim path that can say, after a refused claim, where the instance still fits."""
+
+    async def after_refusal(self, consumer_uuid: str) -> Fits | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +83,9 @@ class CandidateSource:
         self.reasons: Counter[str] = Counter()  # why "placement"
         self.last_path: str | None = None
         self._local_ms = 0.0
+        self._refused: dict[str, float] = {}  # consumer -> when its refusal asked a refresh
+        self.refusal_waits = 0  # retries that waited for the refresh their refusal asked
+        self.refusal_timeouts = 0  # ... and placed again without it (bound reached)
 
     async def start(self) -> None:
         return None
@@ -143,8 +160,25 @@ class CandidateSource:
                 if ok:
                     self.mirror.note_claimed(consumer_uuid, allocation_request)
                 else:  # what the mirror showed was wrong for this provider: read it now
-                    self.mirror.refresh_soon()
+                    self._refused[consumer_uuid] = self.mirror.refresh_soon()
+                    if len(self._refused) > REFUSALS_KEPT:  # never retried: forget the oldest
+                        del self._refused[next(iter(self._refused))]
         return ok
+
+    async def after_refusal(self, consumer_uuid: str) -> Fits | None:
+        """Before ``consumer_uuid`` is placed again after its claim was refused: wait (at
+        most ``PlacementMirror.refresh_bound``) for the refresh the refusal asked for, and
+        return the mirror's judgement of an allocation request on that view (None without
+        a mirror or a refusal): the other schedulers' claims that made Placement refuse are
+        in it, so the retry does not walk on to hosts they took already."""
+        asked = self._refused.pop(consumer_uuid, None)
+        mirror = self.mirror
+        if mirror is None or asked is None:
+            return None
+        self.refusal_waits += 1
+        if not await mirror.refreshed_since(asked):
+            self.refusal_timeouts += 1
+        return mirror.still_fits
 
     async def take_over(
         self,

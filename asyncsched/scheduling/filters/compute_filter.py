@@ -73,9 +73,11 @@ class ComputeFilter(BaseHostFilter):
         """The per-host rule over columns; ``now`` is the engine's clock."""
         state, beat = view[SERVICE_STATE], view[HEARTBEAT]
         win = float(self.config.default.service_down_time)
+        stamp = as_utc(now).timestamp()
         with np.errstate(invalid="ignore"):
-            alive = np.abs(as_utc(now).timestamp() - beat) <= win  # NaN (no beat) is False
+            alive = np.abs(stamp - beat) <= win  # NaN (no beat) is False
         maybe_up = state == _MAYBE_UP
+        _recheck(view, maybe_up & ~alive, alive, stamp, win)
         ok = maybe_up & alive
         reasons: Counter[str] = Counter()
         if not ok.all():
@@ -89,3 +91,19 @@ class ComputeFilter(BaseHostFilter):
                 if c:
                     reasons[code] = c
         return ok, reasons
+
+
+def _recheck(
+    view: ColumnView, suspects: BoolArray, alive: BoolArray, now: float, win: float
+) -> None:
+    """A heartbeat swaps a host's service without a touch (``state/beats.py``), so a row's
+    heartbeat is a lower bound of the host's: "up" from the row is right, "down" is read
+    again from the host's service, exactly (``alive`` is updated in place)."""
+    at = np.flatnonzero(suspects)
+    if not len(at):
+        return
+    states = view.columns.states
+    rows = view.slots[at].tolist()
+    beats = np.fromiter((heartbeat_ts(states[r].service) for r in rows), np.float64, len(rows))
+    with np.errstate(invalid="ignore"):
+        alive[at] = np.abs(now - beats) <= win

@@ -87,6 +87,7 @@ class PlacementMirror:
         self._seq_done = 0  # every refresh asked for up to this one has been applied
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._applied = asyncio.Event()  # set (and replaced) whenever a refresh is applied
         self._pending: dict[str, _Pending] = {}
         self._pending_sum: dict[str, dict[str, int]] | None = None  # pending_usage(), kept
         self._stats = _Stats()
@@ -219,6 +220,8 @@ class PlacementMirror:
         # Claims that completed before this snapshot began are in its usage now.
         self._pending = {c: p for c, p in self._pending.items() if p.done_at >= started}
         self._pending_sum = None
+        applied, self._applied = self._applied, asyncio.Event()
+        applied.set()
 
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
@@ -243,10 +246,47 @@ class PlacementMirror:
                 LOG.info("placement mirror: provider %s (%s) fits again", p.uuid, p.name)
         self._over &= new.by_uuid.keys()  # deleted providers
 
-    def refresh_soon(self) -> None:
-        """Ask the background task for a refresh now (a claim was refused)."""
+    def refresh_soon(self) -> float:
+        """Ask the background task for a refresh now (a claim was refused); returns the
+        instant asked at (this mirror's clock), for :meth:`refreshed_since`."""
         self._stats.on_demand += 1
         self._wake.set()
+        return self._clock()
+
+    async def refreshed_since(self, at: float) -> bool:
+        """Wait, at most :attr:`refresh_bound` s, until the state is a snapshot begun at
+        ``at`` or later (this mirror's clock); whether it is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.refresh_bound):
+                while self._snapshot_at is None or self._snapshot_at < at:
+                    await self._applied.wait()
+        return self._snapshot_at is not None and self._snapshot_at >= at
+
+    @property
+    def refresh_bound(self) -> float:
+        """How long a refresh asked for now may take to be applied: the interval (one may
+        just have begun before the ask) plus twice the last refresh's duration."""
+        return self.interval + 2.0 * self._stats.last_ms / 1000.0
+
+    def still_fits(self, allocation_request: Mapping[str, Any]) -> bool:
+        """Whether the current state, with this process's claims it does not show yet, has
+        room for ``allocation_request``; True where it cannot say (no state, a provider or
+        class it does not know): Placement judges the claim."""
+        state = self.state
+        if state is None:
+            return True
+        pending = self.pending_usage()
+        for rp, alloc in (allocation_request.get("allocations") or {}).items():
+            pid = state.by_uuid.get(rp)
+            if pid is None:
+                continue
+            p = state.providers[pid]
+            ours = pending.get(rp, {})
+            for rc, amount in (alloc.get("resources") or {}).items():
+                inv = p.inventories.get(rc)
+                if inv is not None and not inv.fits(p.used.get(rc, 0) + ours.get(rc, 0), amount):
+                    return False
+        return True
 
     # ---- readers ----
 

@@ -1,0 +1,164 @@
+"""Computes' heartbeats at 10,000 hosts: what 1,000 reports a second cost the scheduler.
+
+A real PostgreSQL nova database (2 cells, ``bench_hoststate``'s seed), the host-state cache,
+and the scheduler's columns with ComputeFilter's mask. Every second a tenth of the services
+report (``UPDATE services SET last_seen_up, updated_at``, as ``bench_candidates`` does and
+nova-compute every ``report_interval`` = 10 s); the cache runs an incremental pass every
+``--every`` seconds (2 s: ``bench_candidates``' daemon), and ten requests a second run the
+column step (``HostColumns.slots`` + ComputeFilter's mask over every host).
+
+Two modes, alternately in one run on one database, so both see the same load:
+
+* **swap**: this tree (``state/beats.py``): a heartbeat is read narrow (``services_beats``)
+  and swaps the service without a touch;
+* **touch**: as before: every changed row read whole, every heartbeat a touch, so the next
+  request rebuilds that host's column row (the previous ``read_stamped`` and a ``swap_beat``
+  that never swaps).
+
+Figures are CPU time of this process (``time.process_time``: the load changes them far
+less than wall time): per refresh pass, per request, per second of the phase; and the
+touches a second. Run: ``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from asyncsched.common.clock import utcnow as aware_now
+from asyncsched.scheduling.columns import ColumnView, HostColumns
+from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.state import readers, table
+from asyncsched.state.cache import HostStateCache
+from asyncsched.state.db import NovaDatabase
+from asyncsched.state.index import CellIndex
+from bench.bench_hoststate import seed
+from tests.support.nova_db import NovaDB, utcnow
+from tests.support.sched_helpers import config
+
+
+async def old_read_stamped(
+    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
+) -> readers.ServicesRead:
+    """``read_stamped`` before heartbeats were read narrow: every moved row read whole."""
+    known = index.service_stamps
+    since = None if seen is None else seen.replace(microsecond=0)
+
+    def moved(r: Sequence[Any]) -> bool:
+        if known.get(r[0]) != (r[1], r[2], r[3]):
+            return True
+        newest = readers._newest(r)
+        return since is not None and newest is not None and newest >= since
+
+    want = [r[0] for r in changed if moved(r)]
+    rows = await db.fetch(db.sql.services_by_id, want) if want else []
+    return await readers.services_read(index, rows)
+
+
+@contextlib.contextmanager
+def mode(name: str) -> Iterator[None]:
+    """``touch``: the behaviour before this change, patched in for the phase."""
+    if name == "swap":
+        yield
+        return
+    saved = readers.read_stamped, table.swap_beat  # type: ignore[attr-defined]
+    setattr(readers, "read_stamped", old_read_stamped)  # noqa: B010
+    setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(readers, "read_stamped", saved[0])  # noqa: B010
+        setattr(table, "swap_beat", saved[1])  # noqa: B010
+
+
+async def report(db: NovaDB, slice_: int) -> None:
+    now = utcnow()
+    for cell in db.cells:
+        await db.cell_execute(
+            cell,
+            "UPDATE services SET updated_at = $1, last_seen_up = $1 WHERE id % 10 = $2",
+            now,
+            slice_,
+        )
+
+
+async def phase(
+    db: NovaDB, cache: HostStateCache, name: str, seconds: int, every: int
+) -> dict[str, float]:
+    f = ComputeFilter(config(default={"service_down_time": 60}))
+    mask = f.column_mask()
+    assert mask is not None
+    cols = HostColumns(columns=mask.columns)
+    hosts = cache.all_hosts()
+    cols.slots(hosts)  # rows built: the phase counts what changes cost
+    passes: list[float] = []
+    requests: list[float] = []
+    up: list[int] = []
+    gen0 = sum(h.generation for h in hosts)
+    c_start, w_start = time.process_time(), time.monotonic()
+    with mode(name):
+        for sec in range(seconds):
+            await report(db, sec % 10)
+            if sec % every == 0:
+                c0 = time.process_time()
+                await cache.refresh()
+                passes.append(time.process_time() - c0)
+            for _ in range(10):
+                c0 = time.process_time()
+                ok, _ = mask.run(ColumnView(cols, cols.slots(hosts)), aware_now())
+                requests.append(time.process_time() - c0)
+                up.append(int(ok.sum()))
+                await asyncio.sleep(0.1)
+    cpu, wall = time.process_time() - c_start, time.monotonic() - w_start
+    return {
+        "pass_cpu_ms": statistics.mean(passes) * 1000,
+        "request_cpu_ms": statistics.mean(requests) * 1000,
+        "cpu_ms_per_s": cpu / wall * 1000,
+        "touches_per_s": (sum(h.generation for h in hosts) - gen0) / wall,
+        "hosts_up_min": float(min(up)),
+    }
+
+
+async def run(args: argparse.Namespace) -> None:
+    db = NovaDB(prefix="bench_beats")
+    await db.create(n_cells=2)
+    try:
+        uuids = await seed(db, args.hosts)
+        for k in range(10):
+            await report(db, k)
+        async with HostStateCache(db.config(refresh_interval=3600)) as cache:
+            assert len(cache.all_hosts()) == len(uuids)
+            # the passes are this bench's, every --every s; the heartbeats' keep follows
+            # the daemon's interval (bench_candidates: 2 s), not the idle loops' 3600 s
+            cache._live.config = db.config(refresh_interval=float(args.every))
+            for r in range(args.rounds):
+                for name in ("touch", "swap") if r % 2 else ("swap", "touch"):
+                    got = await phase(db, cache, name, args.phase, args.every)
+                    print(
+                        f"round {r + 1} {name:5}: pass {got['pass_cpu_ms']:.1f} ms CPU, "
+                        f"request column step {got['request_cpu_ms']:.2f} ms CPU, "
+                        f"{got['cpu_ms_per_s']:.0f} ms CPU/s in all, "
+                        f"{got['touches_per_s']:.0f} touches/s, "
+                        f"hosts up (min) {got['hosts_up_min']:.0f}/{len(uuids)}",
+                        flush=True,
+                    )
+    finally:
+        await db.drop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", type=int, default=10000)
+    ap.add_argument("--phase", type=int, default=70, help="seconds per mode and round")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--every", type=int, default=2, help="seconds between refresh passes")
+    asyncio.run(run(ap.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
