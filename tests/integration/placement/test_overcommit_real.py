@@ -21,7 +21,7 @@ import pytest_asyncio
 from asyncsched.exceptions import PlacementError
 from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.overcommit import OvercommitGuard
-from asyncsched.placement.usage import ProviderUsage
+from asyncsched.placement.usage import ProviderUsage, UsageSource
 from asyncsched.scheduling.candidates.guard_usage import DatabaseUsage, HoldingsReader
 from asyncsched.state.placement_mirror.usage import ProviderUsageReader
 from tests.support.nova_db import BACKENDS, Backend, url_for
@@ -157,6 +157,21 @@ class NoPause(random.Random):
         return a
 
 
+class InStep:
+    """A usage source whose reads finish together across the racers: each read waits at a
+    barrier until every racer has made its read too, so both looks of two unranked guards
+    see the provider before either backs out, however the machine schedules them."""
+
+    def __init__(self, inner: UsageSource, barrier: asyncio.Barrier) -> None:
+        self._inner = inner
+        self._barrier = barrier
+
+    async def provider_usage(self, provider_uuid: str) -> ProviderUsage:
+        got = await self._inner.provider_usage(provider_uuid)
+        await asyncio.wait_for(self._barrier.wait(), 30.0)
+        return got
+
+
 @pytest.mark.parametrize("ranked", [False, True], ids=["unranked", "ranked"])
 async def test_two_racers_for_one_slot_end_with_exactly_one_placed(
     busy_placement: PlacementServer, ranked: bool
@@ -165,8 +180,9 @@ async def test_two_racers_for_one_slot_end_with_exactly_one_placed(
     made here for certain: two claims on 2 VCPUs, then 1 reserved), each confirmed by its own
     guard at the same instant. Unranked, both look again at once, both see the provider over
     and both back out: the slot is lost (what the ranks fix; on the old code this is what the
-    ranked case did too). Ranked by Placement's write order, the newer backs out at once and
-    the older keeps the slot."""
+    ranked case did too; the racers' reads are held in step so that both looks of each see
+    the other's claim still there, the outcome the test pins). Ranked by Placement's write
+    order, the newer backs out at once and the older keeps the slot."""
     async with busy_placement.seeder() as s:
         rp = await s.compute_node(
             f"two-{uuidlib.uuid4().hex[:8]}", vcpus=2, cpu_allocation_ratio=1.0
@@ -185,11 +201,12 @@ async def test_two_racers_for_one_slot_end_with_exactly_one_placed(
             inv["inventories"]["VCPU"]["reserved"] = 1
             status, _ = await s.call("PUT", f"/resource_providers/{rp}/inventories", inv)
             assert status == 200
+        barrier = asyncio.Barrier(len(clients))
         guards = [
             OvercommitGuard(
-                DatabaseUsage(r, c, k if ranked else None),
+                DatabaseUsage(r, c, k) if ranked else InStep(DatabaseUsage(r, c), barrier),
                 c.delete_allocation,
-                backoff=0.3,
+                backoff=1.0 if ranked else 0.3,  # ranked: 3 looks for the newer's DELETE
                 rng=NoPause(),
             )
             for c, r, k in zip(clients, readers, ranks, strict=True)
