@@ -11,8 +11,10 @@ guard on, as deployed), real oslo.messaging callers send:
 - **tight**: ``--tight`` one-slot hosts (the only ones with the disk a tight flavor asks for:
   one instance each) and as many one-instance boots at once: how many were placed, how many
   got NoValidHost, the guard's races and back-outs (summed from the daemons' health files),
-  the *lost slots* (boots refused while a tight slot was left free) and providers left over
-  capacity (must be 0). Then the tight hosts are emptied through Placement's API.
+  the *lost slots* (boots refused while a tight slot was left free), providers left over
+  capacity (must be 0), the claims Placement refused (409) and the retries that waited for
+  the mirror's refresh a refusal asked for (and those that gave up at its bound). Then the
+  tight hosts are emptied through Placement's API.
 
 Placement's own claim floor at ``--callers`` in flight (PUTs, and claims sharing POSTs as the
 daemons send them) is measured in the same run, on the same cloud.
@@ -60,6 +62,13 @@ from tests.support.placement_server import PlacementServer
 TIGHT_DISK_GB = 10000  # no ordinary host has it (at most 6,000): one tight instance per host
 TIGHT_FLAVOR: dict[str, Any] = {"vcpus": 1, "memory_mb": 512, "root_gb": TIGHT_DISK_GB}
 GUARD_KEYS = ("raced", "backed_out", "kept_after_race", "confirmed")
+# the claims Placement refused or the guard backed out (placement), and the retries that
+# waited for the mirror's refresh a refusal asked for (candidates)
+CLAIM_KEYS = (
+    ("placement", "claims_failed"),
+    ("candidates", "refusal_waits"),
+    ("candidates", "refusal_timeouts"),
+)
 
 
 def tight_hosts(n: int) -> list[SeededProvider]:
@@ -70,11 +79,17 @@ def tight_hosts(n: int) -> list[SeededProvider]:
 
 
 def guard_stats(daemons: list[Serve]) -> dict[str, int]:
-    out = dict.fromkeys(GUARD_KEYS, 0)
+    """The guard's counters and the claim refusals, summed over the daemons; ``refused`` is
+    what Placement itself refused (409 after the client's retries), not the back-outs."""
+    out = dict.fromkeys(GUARD_KEYS + tuple(k for _, k in CLAIM_KEYS), 0)
     for d in daemons:
-        g = ((d.health().get("components") or {}).get("placement") or {}).get("overcommit_guard")
+        parts = d.health().get("components") or {}
+        g = (parts.get("placement") or {}).get("overcommit_guard")
         for k in GUARD_KEYS:
             out[k] += int((g or {}).get(k, 0))
+        for part, k in CLAIM_KEYS:
+            out[k] += int((parts.get(part) or {}).get(k, 0))
+    out["refused"] = out["claims_failed"] - out["backed_out"]
     return out
 
 
@@ -293,7 +308,7 @@ def report(
     print(
         f"  {'daemons':>7} {'boots/s':>8} {'x PUT floor':>11} {'p50 ms':>7} {'p90 ms':>7} | "
         f"tight {args.tight}: {'placed':>6} {'refused':>7} {'raced':>5} {'backed out':>10} "
-        f"{'lost slots':>10} {'over':>4}"
+        f"{'lost slots':>10} {'over':>4} {'409s':>5} {'waits':>5} {'timeouts':>8}"
     )
     for r in rows:
         t, g = r["throughput"], r["tight_guard"]
@@ -302,7 +317,8 @@ def report(
             f"  {r['daemons']:>7} {t['boots_s']:>8.1f} {t['boots_s'] / put[0]:>11.2f} "
             f"{t['p50_ms']:>7.0f} {t['p90_ms']:>7.0f} | {'':>9}{placed:>6} "
             f"{args.tight - placed:>7} {g['raced']:>5} {g['backed_out']:>10} "
-            f"{r['lost_slots']:>10} {r['tight_over']:>4}"
+            f"{r['lost_slots']:>10} {r['tight_over']:>4} {g['refused']:>5} "
+            f"{g['refusal_waits']:>5} {g['refusal_timeouts']:>8}"
         )
     parties = ["placement", "placement_pg", "daemons", "daemons_pg", "bench_callers"]
     print(

@@ -405,6 +405,16 @@ def _candidates(candidates: CandidatesHealth | None) -> Iterator[Metric]:
     for source in ("mirror", "placement"):
         paths.add_metric([source], candidates.paths.get(source, 0))
     yield paths
+    waits = CounterMetricFamily(
+        "asyncsched_candidates_refusal_waits",
+        "Instances placed again after Placement refused their claim, by whether the retry "
+        "saw the mirror's refresh the refusal asked for (refreshed) or gave up at the bound "
+        "(timeout).",
+        labels=["outcome"],
+    )
+    waits.add_metric(["refreshed"], candidates.refusal_waits - candidates.refusal_timeouts)
+    waits.add_metric(["timeout"], candidates.refusal_timeouts)
+    yield waits
 
 
 def build_registry(health: HealthSource) -> tuple[CollectorRegistry, Metrics]:

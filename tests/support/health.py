@@ -193,6 +193,8 @@ def candidates(**over: Any) -> CandidatesHealth:
             "last_local_ms": 0.0,
             "get_calls": 0,
             "get_shared": 0,
+            "refusal_waits": 0,
+            "refusal_timeouts": 0,
             **over,
         }
     )

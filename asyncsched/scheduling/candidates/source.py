@@ -60,6 +60,8 @@ class CandidatesHealth(Snapshot):
     last_local_ms: float
     get_calls: int
     get_shared: int
+    refusal_waits: int  # retries after a refused claim that waited for the mirror's refresh
+    refusal_timeouts: int  # ... and were placed again without it (the bound reached)
 
 
 class CandidateSource:
@@ -224,4 +226,6 @@ class CandidateSource:
             last_local_ms=round(self._local_ms, 2),
             get_calls=self._flight.calls,
             get_shared=self._flight.shared,
+            refusal_waits=self.refusal_waits,
+            refusal_timeouts=self.refusal_timeouts,
         )

@@ -59,7 +59,9 @@ def full_snapshot() -> ServiceHealth:
         placement_mirror=health.mirror(
             serving=True, age_s=1.5, refresh_ms_last=12.0, refreshes=40, refresh_failures=1
         ),
-        candidates=health.candidates(paths={"mirror": 30, "placement": 4}),
+        candidates=health.candidates(
+            paths={"mirror": 30, "placement": 4}, refusal_waits=5, refusal_timeouts=1
+        ),
     )
 
 

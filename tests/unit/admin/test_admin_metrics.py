@@ -51,6 +51,9 @@ def test_counters_components_keep_are_read_at_scrape_time() -> None:
     assert value(got, "asyncsched_host_state_consecutive_failures", cell="cell2") == 6
     assert value(got, "asyncsched_placement_mirror_age_seconds") == 1.5
     assert value(got, "asyncsched_candidates_total", source="placement") == 4
+    waits = "asyncsched_candidates_refusal_waits_total"
+    assert value(got, waits, outcome="refreshed") == 4
+    assert value(got, waits, outcome="timeout") == 1
     assert value(got, "asyncsched_overcommit_guard_backed_out_total") == 4
     assert value(got, "asyncsched_overcommit_guard_raced_total") == 6
     assert value(got, "asyncsched_overcommit_guard_foreign_over_total") == 1

@@ -73,7 +73,7 @@ EXPECTED: dict[str, Any] = {
         **keys("source why_not_mirror"),
         "paths": {},
         "fallback_reasons": {},
-        **keys("last_path last_local_ms get_calls get_shared"),
+        **keys("last_path last_local_ms get_calls get_shared refusal_waits refusal_timeouts"),
     },
     "notifications": keys("enabled pending sent failed dropped last_error"),
     "scheduler": {
