@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from tests.support.nova_db import _NODE_COLUMNS, CellDB, NodeSpec, NovaDB, _node_values, utcnow
+from tests.support.nova_db import NODE_COLUMNS, CellDB, NodeSpec, NovaDB, node_values, utcnow
 
 _SERVICE_COLUMNS = [
     "created_at",
@@ -83,8 +83,8 @@ async def copy_hosts(db: NovaDB, cell: CellDB, specs: Sequence[NodeSpec]) -> Non
             }
             await conn.copy_records_to_table(
                 "compute_nodes",
-                columns=[c.strip() for c in _NODE_COLUMNS.split(",")],
-                records=[_node_values(s, ids[s.host], now) for s in specs],
+                columns=[c.strip() for c in NODE_COLUMNS.split(",")],
+                records=[node_values(s, ids[s.host], now) for s in specs],
             )
             await conn.execute("ANALYZE")
     finally:

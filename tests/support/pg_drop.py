@@ -16,10 +16,7 @@ import queue
 import threading
 from collections.abc import Iterable
 
-import psycopg2
-
-PG_HOST = "127.0.0.1"
-PG_USER = "root"
+from tests.support.pg_admin import admin_cursor
 
 _names: queue.Queue[str] = queue.Queue()
 _lock = threading.Lock()
@@ -28,19 +25,14 @@ _worker: threading.Thread | None = None
 
 def drop_now(names: Iterable[str]) -> None:
     """End the sessions on each database and drop it, here and now (autocommit)."""
-    conn = psycopg2.connect(host=PG_HOST, user=PG_USER, dbname="postgres")
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            for name in names:
-                cur.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
-                )
-                cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    finally:
-        conn.close()
+    with admin_cursor() as cur:
+        for name in names:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 def drop_later(names: Iterable[str]) -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import psycopg2
 
-PG_HOST = "127.0.0.1"
-PG_USER = "root"
+from tests.support.pg_admin import admin_cursor, pg_exec
+
 PREFIX = "asyncsched_tpl_placement_"
 _LOCK_KEY = 0x706C6163  # "plac": the advisory lock every template builder takes
 
@@ -48,26 +48,21 @@ def create_synced(name: str, sync: Callable[[str], None]) -> None:
     """
     try:
         template = _ensure_template(sync)
-        _execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        pg_exec(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         return
     except psycopg2.Error as exc:
         LOG.warning("Placement template not used for %s (%s): db sync instead", name, exc)
-    _execute(f'CREATE DATABASE "{name}"')
+    pg_exec(f'CREATE DATABASE "{name}"')
     sync(name)
 
 
 def _ensure_template(sync: Callable[[str], None]) -> str:
     template = template_name()
-    conn = psycopg2.connect(host=PG_HOST, user=PG_USER, dbname="postgres")
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (template,))
-            if cur.fetchone() is None:
-                _build(cur, template, sync)
-    finally:
-        conn.close()  # ends the session, and with it the advisory lock
+    with admin_cursor() as cur:  # its session's end releases the advisory lock
+        cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (template,))
+        if cur.fetchone() is None:
+            _build(cur, template, sync)
     return template
 
 
@@ -82,13 +77,3 @@ def _build(cur: psycopg2.extensions.cursor, template: str, sync: Callable[[str],
         cur.execute(f'DROP DATABASE IF EXISTS "{build}"')
         raise
     cur.execute(f'ALTER DATABASE "{template}" WITH ALLOW_CONNECTIONS false IS_TEMPLATE true')
-
-
-def _execute(sql: str) -> None:
-    conn = psycopg2.connect(host=PG_HOST, user=PG_USER, dbname="postgres")
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        conn.close()

@@ -22,15 +22,15 @@ from asyncsched.state.rows import (
     resolve_ratios,
     service_info,
 )
-from tests.support.nova_db import _NODE_COLUMNS, NodeSpec, _node_values
+from tests.support.nova_db import NODE_COLUMNS, NodeSpec, node_values
 
-_COLS = [c.strip() for c in _NODE_COLUMNS.split(",")]
+_COLS = [c.strip() for c in NODE_COLUMNS.split(",")]
 
 
 def row(**over: Any) -> dict[str, Any]:
     """A compute_nodes row as the fixture would insert it, as a mapping."""
     spec = NodeSpec(host="h1", uuid="u-1")
-    values = _node_values(spec, 1, datetime(2026, 1, 1, 12, 0, 0))
+    values = node_values(spec, 1, datetime(2026, 1, 1, 12, 0, 0))
     r = dict(zip(_COLS, values, strict=True))
     r["id"] = 7
     r.update(over)
