@@ -302,7 +302,7 @@ def build_daemon(
         )
     components = (
         *((admin,) if admin is not None else ()),
-        LoopLagMonitor(metrics.loop_lag.observe),
+        LoopLagMonitor(metrics.loop_lag.observe, observe_gc=metrics.gc_paused),
         *components,
     )
     return Daemon(

@@ -141,6 +141,16 @@ class Metrics:
             registry=registry,
             buckets=LOOP_LAG_BUCKETS,
         )
+        self.gc_pause = Labelled(
+            Histogram(
+                "asyncsched_gc_pause_seconds",
+                "Cyclic garbage-collector runs by generation (0, 1, 2): each holds the event "
+                "loop for its whole duration.",
+                ("generation",),
+                registry=registry,
+                buckets=LOOP_LAG_BUCKETS,
+            )
+        )
 
     # ---- Recorder ----
 
@@ -167,6 +177,9 @@ class Metrics:
 
     def placement_call(self, call: str, status: str, seconds: float) -> None:
         self.placement(call, status).observe(seconds)
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        self.gc_pause(str(generation)).observe(seconds)
 
     def refresh(self, cell: str, kind: str, seconds: float, ok: bool) -> None:
         self.refresh_duration(cell, kind).observe(seconds)
