@@ -152,6 +152,43 @@ async def test_refused_claim_refreshes_at_once_and_the_host_leaves_the_candidate
                 await mirror.close()
 
 
+async def test_a_retry_after_a_refusal_waits_for_the_refresh_and_passes_hosts_taken(
+    placement: PlacementServer, ro_role: ReadOnlyRole
+) -> None:
+    """Another scheduler filled two hosts behind the mirror's back. Our claim on the first is
+    refused; before the instance is placed again the retry waits for the refresh the refusal
+    asked for (no background refresh here), and on that view the second host, the one a stale
+    retry would have walked on to, no longer fits; the free one does, less our own claims the
+    refreshed view does not show yet."""
+    async with placement.seeder() as s:
+        a, b, c = await s.compute_nodes(3, prefix="retry", vcpus=4, cpu_allocation_ratio=1.0)
+        mirror = make_mirror(ro_role, interval=3600)
+        await mirror.start()
+        async with PlacementClient(placement.options) as client:
+            source = CandidateSource(client, mirror)
+            try:
+                for rp in (a, b):  # the other scheduler's claims
+                    assert await put_alloc(s, str(uuidlib.uuid4()), rp, {"VCPU": 4}) == 204
+                cands = await source.get_allocation_candidates(vcpu_request(2, in_tree=None))
+                ar = {rp: cands.alloc_reqs_by_rp_uuid[rp][0] for rp in (a, b, c)}  # stale
+                refused = str(uuidlib.uuid4())
+                assert await source.claim(refused, ar[a], project_id="p", user_id="u") is False
+                assert await source.after_refusal(str(uuidlib.uuid4())) is None  # not refused
+                fits = await source.after_refusal(refused)
+                assert fits is not None
+                assert (source.refusal_waits, source.refusal_timeouts) == (1, 0)
+                assert mirror.health()["refreshes"] >= 2  # the refresh the refusal asked for
+                assert not fits(ar[a]) and not fits(ar[b])
+                assert fits(ar[c])
+                assert await source.claim(str(uuidlib.uuid4()), ar[c], project_id="p", user_id="u")
+                assert fits(ar[c])  # 2 of 4 VCPUs ours, not yet in the view
+                assert await source.claim(str(uuidlib.uuid4()), ar[c], project_id="p", user_id="u")
+                assert not fits(ar[c])
+                assert await source.after_refusal(refused) is None  # asked once, answered once
+            finally:
+                await mirror.close()
+
+
 async def test_a_provider_over_capacity_is_logged_and_counted_whoever_claimed_it(
     placement: PlacementServer, ro_role: ReadOnlyRole, caplog: pytest.LogCaptureFixture
 ) -> None:
