@@ -1,0 +1,94 @@
+"""The mirror's refresh figures (p50, max: the lag bound) are its incremental refreshes';
+the first full load is ``load_ms``, counted apart (issue #24: at 100,000 providers the load
+is seconds, and counting it made the reported "longest refresh" the load's duration)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from asyncsched.state.placement_mirror import PlacementMirror, mirror
+from asyncsched.state.placement_mirror.reader import Names, RefreshResult
+from tests.support.mirror_data import Cloud
+
+
+class FakeTime:
+    """Stands in for the ``time`` module the mirror times its refreshes with."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeConn:
+    def is_closed(self) -> bool:
+        return False
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        yield
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    monkeypatch.setattr(mirror, "time", fake)
+    state = Cloud()
+    state.compute("a", vcpu=1)
+    snapshot = state.state()
+
+    async def connect(*_: Any, **__: Any) -> FakeConn:
+        return FakeConn()
+
+    async def read(_conn: Any, old: Any, names: Any, prints: Any = None) -> RefreshResult:
+        fake.now += 3.6 if old is None else 0.05  # a load takes 3.6 s, a refresh 50 ms
+        return RefreshResult(snapshot, Names({}, {}), 1 if old is None else 0, 0)
+
+    monkeypatch.setattr(mirror, "connect", connect)
+    monkeypatch.setattr(mirror, "read", read)
+    return fake
+
+
+async def test_the_load_is_not_counted_as_a_refresh(clock: FakeTime) -> None:
+    m = PlacementMirror(
+        "postgresql://root@127.0.0.1:1/placement", interval=3600, max_age=1e9, query_timeout=5
+    )
+    await m.start()
+    try:
+        h = m.health()
+        assert h["load_ms"] == pytest.approx(3600.0)
+        assert h["refresh_ms_p50"] is None and h["refresh_ms_max"] == 0.0
+        for _ in range(3):
+            await m.refresh()
+        h = m.health()
+        assert h["refreshes"] == 4  # the load included: it is a snapshot applied
+        assert h["refresh_ms_max"] == pytest.approx(50.0)
+        assert h["refresh_ms_p50"] == pytest.approx(50.0)
+        assert h["load_ms"] == pytest.approx(3600.0)
+    finally:
+        await m.close()
+
+
+async def test_a_load_after_a_failed_start_is_the_load_too(clock: FakeTime) -> None:
+    m = PlacementMirror(
+        "postgresql://root@127.0.0.1:1/placement", interval=3600, max_age=1e9, query_timeout=5
+    )
+    await m.refresh()  # what the background loop does when start() could not load
+    await m.refresh()
+    h = m.health()
+    assert h["load_ms"] == pytest.approx(3600.0)
+    assert h["refresh_ms_max"] == pytest.approx(50.0)
