@@ -138,14 +138,29 @@ class PlacementMirror:
         await self._drop_conn()
         await self.usage.close()
 
+    def _next_delay(self, failures: int, began: float | None) -> float:
+        """Seconds until the next refresh: one interval after the last one *began*, so a
+        change Placement commits is applied at most one interval plus one refresh later
+        (the lag bound; waiting a whole interval after each refresh ended made it an
+        interval plus two refreshes), but never sooner than a tenth of the interval after
+        it ended (a refresh longer than the interval still leaves PostgreSQL and the loop
+        a gap); backing off after failures."""
+        if failures:
+            return min(self.interval * 2.0**failures, 10.0)
+        if began is None:
+            return self.interval
+        return max(self.interval - (time.monotonic() - began), self.interval / 10)
+
     async def _loop(self) -> None:
         failures = 0
+        began: float | None = None
         while True:
-            delay = self.interval if not failures else min(self.interval * 2**failures, 10.0)
+            delay = self._next_delay(failures, began)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
             self._wake.clear()
+            began = time.monotonic()
             try:
                 await self.refresh()
                 failures = 0

@@ -92,3 +92,16 @@ async def test_a_load_after_a_failed_start_is_the_load_too(clock: FakeTime) -> N
     h = m.health()
     assert h["load_ms"] == pytest.approx(3600.0)
     assert h["refresh_ms_max"] == pytest.approx(50.0)
+
+
+def test_the_next_refresh_is_one_interval_after_the_last_began(clock: FakeTime) -> None:
+    """So a change waits at most an interval plus one refresh (the lag bound), not an
+    interval plus two (a whole interval after the refresh that missed it ended)."""
+    m = PlacementMirror(
+        "postgresql://root@127.0.0.1:1/placement", interval=0.5, max_age=1e9, query_timeout=5
+    )
+    assert m._next_delay(0, None) == 0.5  # after the load
+    assert m._next_delay(0, clock.now - 0.2) == pytest.approx(0.3)  # a 200 ms refresh
+    assert m._next_delay(0, clock.now - 0.7) == pytest.approx(0.05)  # longer: a tenth
+    assert m._next_delay(2, clock.now - 0.2) == 2.0  # backing off after failures
+    assert m._next_delay(9, clock.now) == 10.0
