@@ -250,9 +250,15 @@ class PlacementMirror:
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
         only looks at the providers of our own claims (issue #13)."""
+        if new is old:  # nothing moved
+            return
         before = old.providers if old is not None else {}
-        for pid, p in new.providers.items():
-            if before.get(pid) is p:  # unchanged since the last refresh
+        # only the providers this refresh replaced, when the state says which (no pass over
+        # every provider on every refresh: 100,000 steps of Python at 100,000 providers)
+        moved = None if old is None else new.moved_since(old)
+        for pid in new.providers.keys() if moved is None else moved:
+            p = new.providers.get(pid)
+            if p is None or before.get(pid) is p:  # unchanged since the last refresh
                 continue
             over = p.over_capacity()
             if over and p.uuid not in self._over:

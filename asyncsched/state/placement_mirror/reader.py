@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from asyncsched.state.placement_mirror.allocations import (
     Bitmaps,
@@ -73,6 +74,15 @@ class ProviderArrays:
     def columns(self) -> Int64s:
         """(providers, 4): the fields compared."""
         return np.stack([self.generation, self.root, self.parent, self.name], axis=1)
+
+    def differ(self, other: ProviderArrays) -> npt.NDArray[np.bool_]:
+        """Per provider, whether any field compared differs (the same ids in the same order:
+        column by column, no (providers, 4) copies)."""
+        out: npt.NDArray[np.bool_] = self.generation != other.generation
+        out |= self.root != other.root
+        out |= self.parent != other.parent
+        out |= self.name != other.name
+        return out
 
 
 #: the usage of each provider by class name; a dict is never changed once made (a refresh
@@ -318,7 +328,7 @@ async def _read_providers(
 def _providers_moved(old: ProviderArrays, new: ProviderArrays) -> tuple[list[int], list[int]]:
     """(changed, removed) provider ids, ascending; numpy, no Python step per provider."""
     if np.array_equal(old.ids, new.ids):
-        moved = np.any(old.columns() != new.columns(), axis=1)
+        moved = old.differ(new)
         return new.ids[moved].tolist(), []
     _, io, inew = np.intersect1d(old.ids, new.ids, assume_unique=True, return_indices=True)
     differ = np.any(old.columns()[io] != new.columns()[inew], axis=1)

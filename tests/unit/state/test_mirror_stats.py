@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from asyncsched.state.placement_mirror import PlacementMirror, mirror
+from asyncsched.state.placement_mirror import MirrorState, PlacementMirror, mirror
 from asyncsched.state.placement_mirror.reader import Names, RefreshResult
 from tests.support.mirror_data import Cloud
 
@@ -105,3 +106,31 @@ def test_the_next_refresh_is_one_interval_after_the_last_began(clock: FakeTime) 
     assert m._next_delay(0, clock.now - 0.7) == pytest.approx(0.05)  # longer: a tenth
     assert m._next_delay(2, clock.now - 0.2) == 2.0  # backing off after failures
     assert m._next_delay(9, clock.now) == 10.0
+
+
+def test_over_capacity_is_watched_on_the_providers_a_refresh_replaced() -> None:
+    c = Cloud()
+    a = c.compute("a", vcpu=1)
+    b = c.compute("b", vcpu=1)
+    s0 = c.state()
+    m = PlacementMirror(
+        "postgresql://root@127.0.0.1:1/placement", interval=0.5, max_age=1e9, query_timeout=5
+    )
+
+    def apply(state: MirrorState) -> None:
+        m._apply(RefreshResult(state, Names({}, {}), 0, 0), 0.0, 1.0)
+
+    m._apply(RefreshResult(s0, Names({}, {}), 2, 0), 0.0, 1.0, load=True)
+    over = dict(s0.providers)
+    over[a] = replace(over[a], used={"VCPU": 2})  # another scheduler's claim went through
+    s1 = s0.with_providers(over, [a])
+    apply(s1)
+    assert (m.health()["providers_over_capacity"], m.health()["over_capacity_found"]) == (1, 1)
+    apply(s1)  # the same state again (nothing moved): nothing counted twice
+    fits = dict(over)
+    fits[a] = replace(over[a], used={"VCPU": 1})
+    fits[b] = replace(over[b], used={"VCPU": 3})
+    apply(s1.with_providers(fits, [a, b]))
+    assert (m.health()["providers_over_capacity"], m.health()["over_capacity_found"]) == (1, 2)
+    apply(MirrorState.build(fits, s0.known_traits, s0.known_classes))  # rebuilt: all looked at
+    assert (m.health()["providers_over_capacity"], m.health()["over_capacity_found"]) == (1, 2)
