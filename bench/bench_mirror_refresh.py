@@ -20,7 +20,10 @@ sorted) and the next refresh one interval after the last one *began*
 a sample of providers at the end of every phase. The refresher's CPU per refresh is this
 process's (the claims' client and the heartbeats' too: a few ms a phase).
 
+With ``--burst N`` it first times one refresh after N claims land at once.
+
     .venv/bin/python -m bench.bench_mirror_refresh [--providers 100000] [--seconds 30]
+        [--phases 4] [--burst 1000]
 """
 
 from __future__ import annotations
@@ -147,6 +150,55 @@ async def check_view(s: Seeder, m: PlacementMirror, sample: list[str]) -> None:
             raise SystemExit(f"the mirror's view of {rp_uuid} differs: {mine} vs {theirs}")
 
 
+async def burst(s: Seeder, dsn: str, hosts: list[Any], n: int) -> None:
+    """``n`` claims land at once (POSTs of 25 consumers, as the daemon shares a multi-create's
+    claims) on a mirror that refreshes only when asked, then one refresh timed: wall, this
+    process's CPU, what it re-read."""
+    m = PlacementMirror(dsn, interval=3600, max_age=1e9, query_timeout=300)
+    await m.start()
+    try:
+        await _burst(s, m, hosts, n)
+    finally:
+        await m.close()
+
+
+async def _burst(s: Seeder, m: PlacementMirror, hosts: list[Any], n: int) -> None:
+    for label in ("idle", "idle"):
+        t0, c0 = time.perf_counter(), time.process_time()
+        await m.refresh()
+        log(
+            f"{label} refresh: {(time.perf_counter() - t0) * 1000:.0f} ms wall, "
+            f"{(time.process_time() - c0) * 1000:.0f} ms CPU"
+        )
+    rng = random.Random(n)
+    for start in range(0, n, 25):
+        body = {
+            str(uuidlib.uuid4()): {
+                "allocations": {
+                    hosts[rng.randrange(len(hosts))].uuid: {
+                        "resources": {"VCPU": 1, "MEMORY_MB": 512}
+                    }
+                },
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+            }
+            for _ in range(min(25, n - start))
+        }
+        status, _ = await s.call("POST", "/allocations", body)
+        assert status == 204, status
+    for label in (f"after {n} claims", "the next"):
+        t0, c0 = time.perf_counter(), time.process_time()
+        await m.refresh()
+        h = m.health()
+        log(
+            f"{label} refresh: {(time.perf_counter() - t0) * 1000:.0f} ms wall, "
+            f"{(time.process_time() - c0) * 1000:.0f} ms CPU, "
+            f"{h['last_changed_providers']} providers re-read, "
+            f"{h['last_allocation_rows_moved']} rows moved"
+        )
+
+
 def backend_cpu(m: PlacementMirror) -> float:
     conn = m._conn
     assert isinstance(conn, PgMirrorConnection)
@@ -171,6 +223,9 @@ async def run(args: argparse.Namespace) -> None:
         log(f"seeded {args.providers} providers, {rows} allocation rows ({INSTANCE})")
         if args.heartbeats:
             beat = asyncio.create_task(heartbeats(dsn, args.heartbeats))
+        if args.burst:  # before the phases' mirror starts: one mirror in the process
+            async with server.seeder() as s:
+                await burst(s, dsn, hosts, args.burst)
         m = PlacementMirror(dsn, interval=0.5, max_age=1e9, query_timeout=300)
         await m.start()
         log(f"mirror loaded in {m.health()['load_ms']} ms")
@@ -212,6 +267,8 @@ async def run(args: argparse.Namespace) -> None:
                     f"max {row['lag_max_ms']:.0f} ms; view equal to the API's"
                 )
         await m.close()
+        if not args.phases:
+            return
         print("\n== per form, over its phases (median of phase figures; max of maxima)")
         # a change just missed by a refresh waits for it to end, the delay, and the next one
         bound = {"before": "(0.5 s + 2 x max)", "after": "(0.5 s + max)"}
@@ -240,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heartbeats", type=int, default=10000, help="rows UPDATEd a second")
     ap.add_argument("--seconds", type=float, default=30.0, help="per phase")
     ap.add_argument("--phases", type=int, default=4, help="A B A B ...")
+    ap.add_argument("--burst", type=int, default=0, help="first: one refresh after N claims")
     asyncio.run(run(ap.parse_args(argv)))
 
 
