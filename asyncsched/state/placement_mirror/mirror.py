@@ -138,14 +138,29 @@ class PlacementMirror:
         await self._drop_conn()
         await self.usage.close()
 
+    def _next_delay(self, failures: int, began: float | None) -> float:
+        """Seconds until the next refresh: one interval after the last one *began*, so a
+        change Placement commits is applied at most one interval plus one refresh later
+        (the lag bound; waiting a whole interval after each refresh ended made it an
+        interval plus two refreshes), but never sooner than a tenth of the interval after
+        it ended (a refresh longer than the interval still leaves PostgreSQL and the loop
+        a gap); backing off after failures."""
+        if failures:
+            return min(self.interval * 2.0**failures, 10.0)
+        if began is None:
+            return self.interval
+        return max(self.interval - (time.monotonic() - began), self.interval / 10)
+
     async def _loop(self) -> None:
         failures = 0
+        began: float | None = None
         while True:
-            delay = self.interval if not failures else min(self.interval * 2**failures, 10.0)
+            delay = self._next_delay(failures, began)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
             self._wake.clear()
+            began = time.monotonic()
             try:
                 await self.refresh()
                 failures = 0
@@ -174,6 +189,7 @@ class PlacementMirror:
                 return  # a refresh that started after our request has already finished
             started_seq = self._seq
             started = self._clock()
+            load = self.state is None  # the first load (or one after a failed one)
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.query_timeout):
@@ -190,7 +206,7 @@ class PlacementMirror:
                 msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self._fail(msg)
                 raise DatabaseUnavailable(f"placement database ({self.redacted}): {msg}") from exc
-            self._apply(result, started, (time.perf_counter() - t0) * 1000)
+            self._apply(result, started, (time.perf_counter() - t0) * 1000, load=load)
             self._seq_done = started_seq
 
     def _fail(self, msg: str) -> None:
@@ -200,18 +216,26 @@ class PlacementMirror:
         s.failures += 1
         s.last_error = msg
 
-    def _apply(self, result: RefreshResult, started: float, ms: float) -> None:
+    def _apply(
+        self, result: RefreshResult, started: float, ms: float, *, load: bool = False
+    ) -> None:
         s = self._stats
         if s.last_error is not None:
             LOG.warning("placement mirror: database reachable again")
         s.last_error = None
         s.refreshes += 1
-        s.last_ms = ms
-        s.max_ms = max(s.max_ms, ms)
+        s.last_ms = ms  # a load's too: refresh_bound then errs long, never short
+        if load:
+            s.load_ms = ms
+        else:
+            # The refresh figures (p50, max: the lag bound) are the incremental refreshes'
+            # only; a full load is load_ms's. At 100,000 providers the load is seconds, the
+            # refreshes a fraction of one: counting it made the max the load's duration.
+            s.max_ms = max(s.max_ms, ms)
+            s.timings = [*s.timings[-199:], ms]
         s.total_ms += ms
         s.last_changed = result.changed
         s.last_rows_moved = result.rows_moved
-        s.timings = [*s.timings[-199:], ms]
         self._watch_capacity(self.state, result.state)
         self.state = result.state
         self._names = result.names
@@ -226,9 +250,15 @@ class PlacementMirror:
     def _watch_capacity(self, old: MirrorState | None, new: MirrorState) -> None:
         """Log and count providers going over capacity, whoever's claims did it: the guard
         only looks at the providers of our own claims (issue #13)."""
+        if new is old:  # nothing moved
+            return
         before = old.providers if old is not None else {}
-        for pid, p in new.providers.items():
-            if before.get(pid) is p:  # unchanged since the last refresh
+        # only the providers this refresh replaced, when the state says which (no pass over
+        # every provider on every refresh: 100,000 steps of Python at 100,000 providers)
+        moved = None if old is None else new.moved_since(old)
+        for pid in new.providers.keys() if moved is None else moved:
+            p = new.providers.get(pid)
+            if p is None or before.get(pid) is p:  # unchanged since the last refresh
                 continue
             over = p.over_capacity()
             if over and p.uuid not in self._over:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from asyncsched.state.placement_mirror.allocations import (
     Bitmaps,
@@ -49,21 +50,22 @@ class Names:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ProviderArrays:
-    """Per provider, ascending id: id, generation, root, parent (0: none), name hash."""
+    """Per provider, ascending id: id; generation << 32 | name hash; root << 32 | parent
+    (0: none), as ``sql.PROVIDER_PRINTS`` packs them."""
 
     ids: Int64s
-    generation: Int64s
-    root: Int64s
-    parent: Int64s
-    name: Int64s
+    generation_name: Int64s
+    tree: Int64s
 
     @classmethod
     def decode(cls, *raw: bytes) -> ProviderArrays:
-        return cls.checked(*arrays(tuple(raw), (4, 4, 4, 4, 4)))
+        return cls.checked(*arrays(tuple(raw), SIZES))
 
     @classmethod
     def checked(cls, *a: Int64s) -> ProviderArrays:
-        """From the five arrays of one answer, whichever form it came in."""
+        """From the three arrays of one answer, whichever form it came in."""
+        if len(a) != len(SIZES):
+            raise ArrayFormatError(f"{len(a)} provider arrays, not {len(SIZES)}")
         if len({len(x) for x in a}) > 1:
             raise ArrayFormatError("arrays of different lengths")
         if not ascending(a[0]):
@@ -71,8 +73,19 @@ class ProviderArrays:
         return cls(*a)
 
     def columns(self) -> Int64s:
-        """(providers, 4): the fields compared."""
-        return np.stack([self.generation, self.root, self.parent, self.name], axis=1)
+        """(providers, 2): the fields compared."""
+        return np.stack([self.generation_name, self.tree], axis=1)
+
+    def differ(self, other: ProviderArrays) -> npt.NDArray[np.bool_]:
+        """Per provider, whether any field compared differs (the same ids in the same order:
+        column by column, no (providers, 2) copies)."""
+        out: npt.NDArray[np.bool_] = self.generation_name != other.generation_name
+        out |= self.tree != other.tree
+        return out
+
+
+#: the byte sizes of ``PROVIDER_PRINTS``' arrays: int4 ids, two packed int8s
+SIZES = (4, 8, 8)
 
 
 #: the usage of each provider by class name; a dict is never changed once made (a refresh
@@ -239,9 +252,7 @@ async def read(
     refresh's as whole arrays, so an unchanged cloud costs two rows; rows are read only for
     the providers and allocations that changed.
     """
-    arrays_now = ProviderArrays.checked(
-        *await conn.arrays(conn.sql.provider_prints, (4, 4, 4, 4, 4))
-    )
+    arrays_now = ProviderArrays.checked(*await conn.arrays(conn.sql.provider_prints, SIZES))
     if old is None or prints is None:
         prints = None
         changed: list[int] = arrays_now.ids.tolist()
@@ -318,7 +329,7 @@ async def _read_providers(
 def _providers_moved(old: ProviderArrays, new: ProviderArrays) -> tuple[list[int], list[int]]:
     """(changed, removed) provider ids, ascending; numpy, no Python step per provider."""
     if np.array_equal(old.ids, new.ids):
-        moved = np.any(old.columns() != new.columns(), axis=1)
+        moved = old.differ(new)
         return new.ids[moved].tolist(), []
     _, io, inew = np.intersect1d(old.ids, new.ids, assume_unique=True, return_indices=True)
     differ = np.any(old.columns()[io] != new.columns()[inew], axis=1)

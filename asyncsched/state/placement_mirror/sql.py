@@ -50,30 +50,38 @@ TRAIT_NAMES = "SELECT id, name FROM traits"
 
 # ---- what moved: read on every refresh --------------------------------------------------------
 
-#: One row, five int4 arrays in ascending id order, one element per provider: id, generation
-#: (NULL as 0), root id (NULL as the provider's own id), parent id (NULL as 0), a hash of the
-#: name (any stable 32-bit hash; NULL as the empty name's). Placement bumps a provider's
-#: generation on every inventory, trait, aggregate and allocation write; root, parent and
-#: name move without it (re-parenting a subtree, a rename). Sorted once by the subquery (the
-#: primary key's order), the aggregates keep that order.
+#: One row, three arrays in ascending id order, one element per provider: the int4 id; an
+#: int8 of the generation (NULL as 0) in the high 32 bits and a hash of the name in the low
+#: 32 (any stable 32-bit hash, taken unsigned; NULL as the empty name's); an int8 of the
+#: root id (NULL as the provider's own id) in the high 32 bits and the parent id (NULL as
+#: 0) in the low 32. Placement bumps a provider's generation on every inventory, trait,
+#: aggregate and allocation write; root, parent and name move without it (re-parenting a
+#: subtree, a rename). Two packed arrays instead of four: PostgreSQL aggregates half as many
+#: (a fifth of this statement's CPU at 100,000 providers, docs/scale.md). Sorted once by the
+#: subquery (the primary key's order), the aggregates keep that order.
 PROVIDER_PRINTS = (
     "SELECT array_send(COALESCE(array_agg(id), '{}')), "
     "array_send(COALESCE(array_agg(g), '{}')), "
-    "array_send(COALESCE(array_agg(r), '{}')), "
-    "array_send(COALESCE(array_agg(p), '{}')), "
-    "array_send(COALESCE(array_agg(h), '{}')) "
-    "FROM (SELECT id, COALESCE(generation, 0) AS g, COALESCE(root_provider_id, id) AS r, "
-    "COALESCE(parent_provider_id, 0) AS p, hashtext(COALESCE(name, '')) AS h "
+    "array_send(COALESCE(array_agg(t), '{}')) "
+    "FROM (SELECT id, (COALESCE(generation, 0)::int8 << 32) "
+    "| (hashtext(COALESCE(name, ''))::int8 & 4294967295) AS g, "
+    "(COALESCE(root_provider_id, id)::int8 << 32) | COALESCE(parent_provider_id, 0) AS t "
     "FROM resource_providers ORDER BY id) AS s"
 )
 
 #: One row, two arrays in ascending bucket order: the int4 buckets ``id >> 6`` holding at
 #: least one allocation, and per bucket an int8 word with bit ``id & 63`` set for each
 #: allocation id present (bit 63 is the sign bit). Exactly the set of allocation ids.
+#: The buckets are grouped by hash and only they are sorted (``array_agg(... ORDER BY b)``,
+#: one bucket per 64 ids at most): with ``GROUP BY id >> 6 ORDER BY id >> 6`` PostgreSQL
+#: does not know the expression follows the primary key's order, estimates one group per
+#: row and sorts every id (600,000 at 100,000 providers, spilled to disk past ``work_mem``),
+#: which was half of a refresh's time in PostgreSQL (docs/scale.md).
 ALLOCATION_BITMAPS = (
-    "SELECT array_send(COALESCE(array_agg(b), '{}')), array_send(COALESCE(array_agg(m), '{}')) "
+    "SELECT array_send(COALESCE(array_agg(b ORDER BY b), '{}')), "
+    "array_send(COALESCE(array_agg(m ORDER BY b), '{}')) "
     "FROM (SELECT id >> 6 AS b, bit_or(1::int8 << (id & 63)) AS m FROM allocations "
-    "GROUP BY id >> 6 ORDER BY id >> 6) AS s"
+    "GROUP BY id >> 6) AS s"
 )
 
 #: One row, four int4 arrays, one element per allocation row, ascending id: id, provider id,

@@ -29,9 +29,9 @@ CLASS_NAMES = sql.CLASS_NAMES
 TRAIT_NAMES = sql.TRAIT_NAMES
 
 PROVIDER_PRINTS = (
-    "SELECT COUNT(*), GROUP_CONCAT(CONCAT_WS(',', id, COALESCE(generation, 0), "
-    "COALESCE(root_provider_id, id), COALESCE(parent_provider_id, 0), "
-    "CRC32(COALESCE(name, ''))) ORDER BY id) "
+    "SELECT COUNT(*), GROUP_CONCAT(CONCAT_WS(',', id, "
+    "(COALESCE(generation, 0) << 32) | CRC32(COALESCE(name, '')), "
+    "(COALESCE(root_provider_id, id) << 32) | COALESCE(parent_provider_id, 0)) ORDER BY id) "
     "FROM resource_providers"
 )
 

@@ -11,15 +11,22 @@ from asyncsched.state.placement_mirror.reader import ProviderArrays, _providers_
 
 
 def arrays(rows: dict[int, tuple[int, int, int, int]]) -> ProviderArrays:
+    """(generation, root, parent, name hash) per provider, packed as PROVIDER_PRINTS packs
+    them: generation << 32 | the hash taken unsigned, root << 32 | parent."""
     ids = sorted(rows)
-    cols = [np.array([rows[i][c] for i in ids], dtype=np.int64) for c in range(4)]
-    return ProviderArrays(np.array(ids, dtype=np.int64), *cols)
+    gen_name = [(rows[i][0] << 32) | (rows[i][3] & 0xFFFFFFFF) for i in ids]
+    tree = [(rows[i][1] << 32) | rows[i][2] for i in ids]
+    return ProviderArrays.checked(
+        np.array(ids, dtype=np.int64),
+        np.array(gen_name, dtype=np.int64),
+        np.array(tree, dtype=np.int64),
+    )
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_moved_providers_are_those_whose_keys_differ(seed: int) -> None:
     rng = random.Random(seed)
-    before = {i: (rng.randint(0, 3), i, 0, rng.randint(0, 2)) for i in rng.sample(range(60), 30)}
+    before = {i: (rng.randint(0, 3), i, 0, rng.randint(-2, 2)) for i in rng.sample(range(60), 30)}
     after = dict(before)
     for i in rng.sample(sorted(after), rng.randint(0, 6)):  # generation, parent or name moved
         g, r, p, n = after[i]

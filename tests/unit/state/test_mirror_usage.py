@@ -141,4 +141,10 @@ def test_decoders_read_the_binary_arrays_and_refuse_other_shapes() -> None:
     with pytest.raises(ArrayFormatError):
         Bitmaps.decode(b"", b"")
     with pytest.raises(ArrayFormatError):  # truncated
-        ProviderArrays.decode(array_send([1, 2], 4)[:-3], *[array_send([1, 2], 4)] * 4)
+        ProviderArrays.decode(array_send([1, 2], 4)[:-3], *[array_send([1, 2], 8)] * 2)
+    with pytest.raises(ArrayFormatError):  # the five int4 arrays of before: not this contract
+        ProviderArrays.decode(*[array_send([1, 2], 4)] * 5)
+    assert ProviderArrays.decode(*[array_send([1, 2], s) for s in (4, 8, 8)]).tree.tolist() == [
+        1,
+        2,
+    ]
