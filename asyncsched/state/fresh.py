@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,18 +61,29 @@ class SharedRead:
     """Coalesces concurrent reads: a caller gets a read that starts after its call.
 
     At most one read runs and one waits to start; every caller that arrives while a read runs
-    joins the waiting one. A caller that stops waiting (timeout, cancel) never cancels it.
+    (or while the next one waits to start) joins the waiting one. A caller that stops waiting
+    (timeout, cancel) never cancels it. Reads start at least ``spacing()`` seconds apart: a
+    request arriving within that time of the last start waits for the next one, which the
+    requests of that time share (under concurrent requests one read serves several; a lone
+    caller whose requests come further apart than that is never held back).
     """
 
     def __init__(
         self,
         read: Callable[[], Awaitable[None]],
         spawn: Callable[[Any], asyncio.Task[Any] | None],
+        *,
+        spacing: Callable[[], float] = lambda: 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read = read
         self._spawn = spawn
+        self._spacing = spacing
+        self._clock = clock
         self._running: asyncio.Task[Any] | None = None
         self._queued: asyncio.Task[Any] | None = None
+        self._started_at = -math.inf  # clock() when the last read started
+        self.reads = 0  # reads started
 
     @property
     def running(self) -> bool:
@@ -82,17 +95,26 @@ class SharedRead:
             return self._queued
         prev = self._running
         task = self._spawn(self._run(prev))
-        if prev is None:
+        if task is None:
+            return None
+        if prev is None and self._clock() >= self._started_at + self._spacing():
             self._running = task
-        else:
+        else:  # after the running one, or not before the spacing is over
             self._queued = task
         return task
 
     async def _run(self, prev: asyncio.Task[Any] | None) -> None:
         if prev is not None:
             await asyncio.wait((prev,))
+        delay = self._started_at + self._spacing() - self._clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
         me = asyncio.current_task()
-        self._running, self._queued = me, None
+        self._running = me
+        if self._queued is me:
+            self._queued = None
+        self._started_at = self._clock()
+        self.reads += 1
         try:
             await self._read()
         finally:

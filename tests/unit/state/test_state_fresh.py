@@ -96,3 +96,60 @@ async def test_held_sets() -> None:
     await refresh_held(fresh, services, down_time=60, interval=10)
     assert (fresh.disabled, fresh.forced, fresh.silent) == ({2}, {3}, {4, 5, 7})
     assert fresh.held_until > datetime.now(UTC).timestamp() + 24
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_reads_start_at_least_the_spacing_apart_and_the_callers_between_share_one() -> None:
+    reads = Reads()
+    clock = Clock()
+    shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
+    first = shared.request()
+    await asyncio.sleep(0)
+    assert reads.started == 1 and shared.running
+    reads.gates[0].set()
+    assert first is not None
+    await first
+    assert not shared.running
+    # 10 ms after the first started, nothing running: the next read waits for the spacing,
+    # and everyone who arrives meanwhile joins it (each still gets a read begun after it came)
+    clock.now += 0.01
+    later = {shared.request() for _ in range(5)}
+    assert len(later) == 1 and first not in later
+    (second,) = later
+    await settle()
+    assert reads.started == 1 and not shared.running
+    clock.now += 0.04  # the spacing is over: it starts, and the next caller queues behind it
+    await asyncio.sleep(0.06)
+    assert reads.started == 2 and shared.running
+    third = shared.request()
+    assert third is not None and third is not second
+    reads.gates[1].set()
+    await second  # type: ignore[misc]
+    clock.now += 0.05
+    await asyncio.sleep(0.06)
+    assert reads.started == 3
+    reads.gates[2].set()
+    await third
+    assert shared.reads == 3
+
+
+async def test_a_caller_after_the_spacing_is_read_at_once() -> None:
+    reads = Reads()
+    clock = Clock()
+    shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
+    for n in (1, 2):
+        task = shared.request()
+        await asyncio.sleep(0)
+        assert reads.started == n and shared.running  # no wait: the last start is old enough
+        reads.gates[-1].set()
+        assert task is not None
+        await task
+        clock.now += 0.06
+    assert shared.reads == 2
