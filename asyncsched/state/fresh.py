@@ -55,6 +55,9 @@ FRESH_RETRY = 1.0
 # every refresh pass of the cell, and by a fresh read once that horizon has passed.
 SILENT_INTERVALS = 2.5
 SILENT_MIN_HORIZON = 5.0
+# Seconds the reads of a cell stay spaced (``fresh_services_spacing``) after a request arrived
+# while one of them ran or waited to start: requests that overlap share reads.
+CROWD_HOLD = 1.0
 
 
 class SharedRead:
@@ -62,10 +65,11 @@ class SharedRead:
 
     At most one read runs and one waits to start; every caller that arrives while a read runs
     (or while the next one waits to start) joins the waiting one. A caller that stops waiting
-    (timeout, cancel) never cancels it. Reads start at least ``spacing()`` seconds apart: a
-    request arriving within that time of the last start waits for the next one, which the
-    requests of that time share (under concurrent requests one read serves several; a lone
-    caller whose requests come further apart than that is never held back).
+    (timeout, cancel) never cancels it. While requests overlap (one arrived while a read ran
+    or waited, within the last ``CROWD_HOLD`` seconds), reads start at least ``spacing()``
+    seconds apart: a request arriving sooner after the last start waits for the next read,
+    which the requests of that time share. A lone caller (no request ever arrives while a
+    read is under way) is never held back.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class SharedRead:
         self._running: asyncio.Task[Any] | None = None
         self._queued: asyncio.Task[Any] | None = None
         self._started_at = -math.inf  # clock() when the last read started
+        self._crowd_until = -math.inf  # clock() until which reads are spaced
         self.reads = 0  # reads started
 
     @property
@@ -91,22 +96,31 @@ class SharedRead:
 
     def request(self) -> asyncio.Task[Any] | None:
         """The read this caller waits for (None when the owner is closed)."""
+        now = self._clock()
+        if self._queued is not None or self._running is not None:
+            self._crowd_until = now + CROWD_HOLD  # requests overlap: space the reads
         if self._queued is not None:
             return self._queued
         prev = self._running
         task = self._spawn(self._run(prev))
         if task is None:
             return None
-        if prev is None and self._clock() >= self._started_at + self._spacing():
+        if prev is None and now >= self._next_start():
             self._running = task
         else:  # after the running one, or not before the spacing is over
             self._queued = task
         return task
 
+    def _next_start(self) -> float:
+        """The earliest clock() the next read may start at."""
+        if self._clock() >= self._crowd_until:
+            return -math.inf
+        return self._started_at + self._spacing()
+
     async def _run(self, prev: asyncio.Task[Any] | None) -> None:
         if prev is not None:
             await asyncio.wait((prev,))
-        delay = self._started_at + self._spacing() - self._clock()
+        delay = self._next_start() - self._clock()
         if delay > 0:
             await asyncio.sleep(delay)
         me = asyncio.current_task()

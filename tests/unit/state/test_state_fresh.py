@@ -106,50 +106,41 @@ class Clock:
         return self.now
 
 
-async def test_reads_start_at_least_the_spacing_apart_and_the_callers_between_share_one() -> None:
+async def test_overlapping_callers_share_reads_started_the_spacing_apart() -> None:
     reads = Reads()
     clock = Clock()
     shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
     first = shared.request()
     await asyncio.sleep(0)
-    assert reads.started == 1 and shared.running
-    reads.gates[0].set()
-    assert first is not None
-    await first
-    assert not shared.running
-    # 10 ms after the first started, nothing running: the next read waits for the spacing,
-    # and everyone who arrives meanwhile joins it (each still gets a read begun after it came)
+    assert reads.started == 1
     clock.now += 0.01
-    later = {shared.request() for _ in range(5)}
-    assert len(later) == 1 and first not in later
-    (second,) = later
+    second = shared.request()  # arrived while the first runs: the reads are spaced now
+    reads.gates[0].set()
+    assert first is not None and second is not None
+    await first
     await settle()
+    # the first ended 10 ms after it started: the next waits for the rest of the 50 ms, and
+    # every caller of that time joins it (each still gets a read begun after it came)
     assert reads.started == 1 and not shared.running
-    clock.now += 0.04  # the spacing is over: it starts, and the next caller queues behind it
-    await asyncio.sleep(0.06)
+    assert {shared.request() for _ in range(5)} == {second}
+    await asyncio.sleep(0.06)  # the 40 ms left, on the loop's clock
     assert reads.started == 2 and shared.running
-    third = shared.request()
-    assert third is not None and third is not second
-    reads.gates[1].set()
-    await second  # type: ignore[misc]
     clock.now += 0.05
-    await asyncio.sleep(0.06)
-    assert reads.started == 3
-    reads.gates[2].set()
-    await third
-    assert shared.reads == 3
+    reads.gates[1].set()
+    await second
+    assert shared.reads == 2
 
 
-async def test_a_caller_after_the_spacing_is_read_at_once() -> None:
+async def test_a_lone_caller_is_never_held_back() -> None:
     reads = Reads()
     clock = Clock()
     shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
-    for n in (1, 2):
+    for n in (1, 2, 3):
         task = shared.request()
         await asyncio.sleep(0)
-        assert reads.started == n and shared.running  # no wait: the last start is old enough
+        assert reads.started == n and shared.running  # at once, however soon after the last
         reads.gates[-1].set()
         assert task is not None
         await task
-        clock.now += 0.06
-    assert shared.reads == 2
+        clock.now += 0.001
+    assert shared.reads == 3
