@@ -609,11 +609,11 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             modes = [("mirror", with_mirror + extra)]
             if not args.mirror_only and not args.no_get:
                 modes.append(("GET", base + "placement_mirror = false\n" + extra))
-            if args.ab_tree:  # the other checkout's daemon first, the same load and config
+            if args.ab_tree:  # the other checkout's daemon first: same load, --ab-option
                 ab = await asyncio.to_thread(
                     run_mode,
                     "mirror-A",
-                    modes[0][1],
+                    with_mirror + "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.ab_option),
                     tmp,
                     amqp,
                     args,
@@ -1048,6 +1048,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH",
         help="first a daemon run from this other checkout (e.g. a git worktree of main), the "
         "same config and load: A/B of the daemon's CPU per boot in one run",
+    )
+    ap.add_argument(
+        "--ab-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [asyncsched] option for the --ab-tree daemon (A) instead of the --option ones "
+        "(repeatable): --ab-tree . --ab-option X=0 --option X=1 is an A/B of one option",
     )
     ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")
