@@ -92,19 +92,22 @@ def spec(n: int, tenant: tuple[str, str] | None = None) -> dict[str, Any]:
 
 
 class Serve:
-    def __init__(self, conf: Path, log: Path, health: Path) -> None:
+    def __init__(self, conf: Path, log: Path, health: Path, root: Path = ROOT) -> None:
         self.conf, self.log, self.health_path = conf, log, health
+        self.root = root  # the checkout the daemon runs from (``--ab-tree``: another one)
         self.listener = NotifyListener()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 1200.0) -> float:
         """Start the daemon; seconds until it tells systemd READY=1 (at most ``timeout``)."""
         env = dict(os.environ, NOTIFY_SOCKET=self.listener.address, PYTHONUNBUFFERED="1")
+        if self.root != ROOT:
+            env["PYTHONPATH"] = str(self.root)
         t0 = time.monotonic()
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "asyncsched", "serve", "--config-file", str(self.conf)],
-                cwd=ROOT,
+                cwd=self.root,
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
@@ -305,11 +308,12 @@ def run_mode(
     args: argparse.Namespace,
     pdsn: str,
     server: PlacementServer,
+    root: Path = ROOT,
 ) -> dict[str, Any]:
     conf = tmp / f"{mode}.conf"
     health = tmp / f"{mode}.health.json"
     conf.write_text(conf_text + f"health_file = {health}\n")
-    serve = Serve(conf, tmp / f"{mode}.log", health)
+    serve = Serve(conf, tmp / f"{mode}.log", health, root)
     callers = Callers(amqp, args.projects)
     out: dict[str, Any] = {"mode": mode}
     try:
@@ -341,6 +345,7 @@ def run_mode(
                 connected.wait(120)
 
             list(pool.map(connect, range(args.callers)))
+            reads0 = fresh_reads(serve)
             cpu = meter_parties(server, serve)
             t0, c0 = time.perf_counter(), serve.cpu_s()
             res = list(pool.map(lambda _: callers.boot(1), range(args.boots)))
@@ -349,6 +354,7 @@ def run_mode(
             out["cpu_ms_per_boot"] = {
                 k: round(v * 1000 / args.boots, 2) for k, v in cpu.stop().items()
             }
+            out["fresh_reads_per_boot"] = round((fresh_reads(serve) - reads0) / args.boots, 3)
         conc = [r[0] for r in res]
         out["concurrent_boots_s"] = args.boots / took
         out["concurrent_p50_ms"] = p50(conc) * 1000
@@ -380,6 +386,14 @@ def run_mode(
         callers.close()
         serve.stop()
     return out
+
+
+def fresh_reads(serve: Serve) -> int:
+    """The per-request services reads the daemon made so far (its health file, written at
+    every host-state refresh: read after one more refresh, with no request in between)."""
+    time.sleep(2.2)  # refresh_interval 2 s
+    hs = serve.health().get("components", {}).get("hoststate") or {}
+    return int(hs.get("services_fresh_reads") or 0)
 
 
 async def heartbeat(db: NovaDB, every: float = 10.0, slices: int = 10) -> None:
@@ -595,11 +609,26 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
             modes = [("mirror", with_mirror + extra)]
             if not args.mirror_only and not args.no_get:
                 modes.append(("GET", base + "placement_mirror = false\n" + extra))
+            if args.ab_tree:  # the other checkout's daemon first: same load, --ab-option
+                ab = await asyncio.to_thread(
+                    run_mode,
+                    "mirror-A",
+                    with_mirror + "".join(f"{o.replace('=', ' = ', 1)}\n" for o in args.ab_option),
+                    tmp,
+                    amqp,
+                    args,
+                    pdsn,
+                    server,
+                    Path(args.ab_tree),
+                )
+                print(f"  mirror-A: {json.dumps(ab, default=str)}", flush=True)
             for mode, text in modes:
                 results.append(
                     await asyncio.to_thread(run_mode, mode, text, tmp, amqp, args, pdsn, server)
                 )
                 print(f"  {mode}: {json.dumps(results[-1], default=str)}", flush=True)
+            if args.ab_tree:
+                report_ab(ab, results[0], args)
             if args.ab_report_interval:
                 # the same daemon again, the computes reporting less often: what the
                 # heartbeats cost, in the same run
@@ -733,6 +762,24 @@ def report_targets(
         f"{args.callers}: {json.dumps(getattr(args, 'floor_cpu_ms', None))}"
     )
     print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def report_ab(a: dict[str, Any], b: dict[str, Any], args: argparse.Namespace) -> None:
+    """``--ab-tree``: the other checkout's daemon (A, run first) beside this one's (B)."""
+    print(
+        f"\n== A/B, {args.boots} boots from {args.callers} callers: "
+        f"A = {args.ab_tree}, B = this tree"
+    )
+    for name, m in (("A", a), ("B", b)):
+        cpu = m.get("cpu_ms_per_boot") or {}
+        own = (cpu.get("daemon") or 0) + (cpu.get("daemon_pg") or 0)
+        print(
+            f"  {name}: {m['concurrent_boots_s']:.1f} boots/s, "
+            f"p50 {m['concurrent_p50_ms']:.0f} ms; "
+            f"one boot p50 {m['single_p50_ms']:.0f} ms; CPU ms per boot {json.dumps(cpu)} "
+            f"(daemon + its PG {own:.2f}); services reads per boot "
+            f"{m.get('fresh_reads_per_boot')}; idle daemon {m['idle_cpu_ms_per_s']:.0f} ms/s"
+        )
 
 
 def report_e2e(
@@ -994,6 +1041,21 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="then a second daemon with the computes reporting this often (an A/B of the "
         "heartbeats' cost in the same run; below nova's service_down_time of 60 s)",
+    )
+    ap.add_argument(
+        "--ab-tree",
+        default="",
+        metavar="PATH",
+        help="first a daemon run from this other checkout (e.g. a git worktree of main), the "
+        "same config and load: A/B of the daemon's CPU per boot in one run",
+    )
+    ap.add_argument(
+        "--ab-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an [asyncsched] option for the --ab-tree daemon (A) instead of the --option ones "
+        "(repeatable): --ab-tree . --ab-option X=0 --option X=1 is an A/B of one option",
     )
     ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")

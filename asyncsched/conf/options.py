@@ -607,6 +607,15 @@ class AsyncschedOptions:
         "0 = off: services are as fresh as the last refresh.",
         min=0.0,
     )
+    fresh_services_spacing: float = opt(
+        0.025,
+        "While requests overlap, seconds between the starts of two per-request services "
+        "reads of one cell (at most half of fresh_services_wait). A request arriving sooner "
+        "after a read started waits for the next one, shared by every request of that time: "
+        "one read serves several, each still started after the request arrived. A lone "
+        "caller is never held back. 0 = a read starts as soon as the previous one ends.",
+        min=0.0,
+    )
 
 
 # Section name in the INI file -> attribute of Config.

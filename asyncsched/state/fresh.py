@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,24 +55,40 @@ FRESH_RETRY = 1.0
 # every refresh pass of the cell, and by a fresh read once that horizon has passed.
 SILENT_INTERVALS = 2.5
 SILENT_MIN_HORIZON = 5.0
+# Seconds the reads of a cell stay spaced (``fresh_services_spacing``) after a request arrived
+# while one of them ran or waited to start: requests that overlap share reads.
+CROWD_HOLD = 1.0
 
 
 class SharedRead:
     """Coalesces concurrent reads: a caller gets a read that starts after its call.
 
     At most one read runs and one waits to start; every caller that arrives while a read runs
-    joins the waiting one. A caller that stops waiting (timeout, cancel) never cancels it.
+    (or while the next one waits to start) joins the waiting one. A caller that stops waiting
+    (timeout, cancel) never cancels it. While requests overlap (one arrived while a read ran
+    or waited, within the last ``CROWD_HOLD`` seconds), reads start at least ``spacing()``
+    seconds apart: a request arriving sooner after the last start waits for the next read,
+    which the requests of that time share. A lone caller (no request ever arrives while a
+    read is under way) is never held back.
     """
 
     def __init__(
         self,
         read: Callable[[], Awaitable[None]],
         spawn: Callable[[Any], asyncio.Task[Any] | None],
+        *,
+        spacing: Callable[[], float] = lambda: 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read = read
         self._spawn = spawn
+        self._spacing = spacing
+        self._clock = clock
         self._running: asyncio.Task[Any] | None = None
         self._queued: asyncio.Task[Any] | None = None
+        self._started_at = -math.inf  # clock() when the last read started
+        self._crowd_until = -math.inf  # clock() until which reads are spaced
+        self.reads = 0  # reads started
 
     @property
     def running(self) -> bool:
@@ -78,21 +96,39 @@ class SharedRead:
 
     def request(self) -> asyncio.Task[Any] | None:
         """The read this caller waits for (None when the owner is closed)."""
+        now = self._clock()
+        if self._queued is not None or self._running is not None:
+            self._crowd_until = now + CROWD_HOLD  # requests overlap: space the reads
         if self._queued is not None:
             return self._queued
         prev = self._running
         task = self._spawn(self._run(prev))
-        if prev is None:
+        if task is None:
+            return None
+        if prev is None and now >= self._next_start():
             self._running = task
-        else:
+        else:  # after the running one, or not before the spacing is over
             self._queued = task
         return task
+
+    def _next_start(self) -> float:
+        """The earliest clock() the next read may start at."""
+        if self._clock() >= self._crowd_until:
+            return -math.inf
+        return self._started_at + self._spacing()
 
     async def _run(self, prev: asyncio.Task[Any] | None) -> None:
         if prev is not None:
             await asyncio.wait((prev,))
+        delay = self._next_start() - self._clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
         me = asyncio.current_task()
-        self._running, self._queued = me, None
+        self._running = me
+        if self._queued is me:
+            self._queued = None
+        self._started_at = self._clock()
+        self.reads += 1
         try:
             await self._read()
         finally:

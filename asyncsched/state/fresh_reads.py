@@ -46,13 +46,20 @@ class FreshReads:
                     continue
                 if fresh.shared is None:
                     read = functools.partial(self._read_cell, cell)
-                    fresh.shared = SharedRead(read, self._refresher.spawn)
+                    fresh.shared = SharedRead(read, self._refresher.spawn, spacing=self._spacing)
                 task = fresh.shared.request()
                 if task is not None:
                     pending[task] = cell
         if pending:
             await asyncio.sleep(0)  # the reads send their queries now
         return FreshWait(functools.partial(self._await, pending, wait))
+
+    def _spacing(self) -> float:
+        """Seconds between two reads of one cell: ``fresh_services_spacing``, at most half
+        the wait (a request waiting for the next read is never answered from the cache for
+        the spacing alone)."""
+        opts = self._live.config.asyncsched
+        return min(opts.fresh_services_spacing, opts.fresh_services_wait / 2)
 
     async def _await(self, pending: dict[asyncio.Task[Any], Cell], wait: float) -> None:
         if not pending:

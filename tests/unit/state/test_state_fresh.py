@@ -96,3 +96,51 @@ async def test_held_sets() -> None:
     await refresh_held(fresh, services, down_time=60, interval=10)
     assert (fresh.disabled, fresh.forced, fresh.silent) == ({2}, {3}, {4, 5, 7})
     assert fresh.held_until > datetime.now(UTC).timestamp() + 24
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_overlapping_callers_share_reads_started_the_spacing_apart() -> None:
+    reads = Reads()
+    clock = Clock()
+    shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
+    first = shared.request()
+    await asyncio.sleep(0)
+    assert reads.started == 1
+    clock.now += 0.01
+    second = shared.request()  # arrived while the first runs: the reads are spaced now
+    reads.gates[0].set()
+    assert first is not None and second is not None
+    await first
+    await settle()
+    # the first ended 10 ms after it started: the next waits for the rest of the 50 ms, and
+    # every caller of that time joins it (each still gets a read begun after it came)
+    assert reads.started == 1 and not shared.running
+    assert {shared.request() for _ in range(5)} == {second}
+    await asyncio.sleep(0.06)  # the 40 ms left, on the loop's clock
+    assert reads.started == 2 and shared.running
+    clock.now += 0.05
+    reads.gates[1].set()
+    await second
+    assert shared.reads == 2
+
+
+async def test_a_lone_caller_is_never_held_back() -> None:
+    reads = Reads()
+    clock = Clock()
+    shared = SharedRead(reads, spawn, spacing=lambda: 0.05, clock=clock)
+    for n in (1, 2, 3):
+        task = shared.request()
+        await asyncio.sleep(0)
+        assert reads.started == n and shared.running  # at once, however soon after the last
+        reads.gates[-1].set()
+        assert task is not None
+        await task
+        clock.now += 0.001
+    assert shared.reads == 3
