@@ -382,6 +382,7 @@ def run_mode(
         ages = [c.get("age") for c in (hs.get("cells") or {}).values() if c.get("age") is not None]
         out["host_state_age_max_s"] = max(ages) if ages else None
         out["host_state_refresh"] = refresh_means(args.admin_port)
+        out["loop"] = h.get("looplag")  # the loop's worst lag and the collector's pauses
     finally:
         callers.close()
         serve.stop()
@@ -752,6 +753,12 @@ def report_targets(
         f"oldest cell read {m.get('host_state_age_max_s')} s ago at the end"
     )
     print(f"  claim writes: {json.dumps(m.get('claim_batches'))}")
+    loop = m.get("loop") or {}
+    print(
+        f"  event loop: worst lag {loop.get('max_s')} s; garbage collections by generation "
+        f"{loop.get('gc_collections')}, {loop.get('gc_pause_s')} s in all, the longest "
+        f"{loop.get('gc_pause_max_s')} s"
+    )
     print(
         f"  PostgreSQL connections after READY {json.dumps(m.get('connections_ready'))}, "
         f"at the end {json.dumps(m.get('connections_end'))}"
