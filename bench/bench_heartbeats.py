@@ -27,19 +27,29 @@ import asyncio
 import contextlib
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from asyncsched.common.clock import utcnow as aware_now
 from asyncsched.scheduling.columns import ColumnView, HostColumns
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
 from asyncsched.state import readers, table
+from asyncsched.state.beats import keep_seconds, with_beat
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.db import NovaDatabase
+from asyncsched.state.dialect import POSTGRES as PG_SYNTAX
 from asyncsched.state.index import CellIndex
+from asyncsched.state.rows import aware
+from asyncsched.state.sql import CHUNK, _signature
 from bench.bench_hoststate import seed
 from tests.support.nova_db import NovaDB, utcnow
 from tests.support.sched_helpers import config
+
+
+def _newest(r: Sequence[Any]) -> datetime | None:
+    stamps = [s for s in (r[1], r[2], r[3]) if s is not None]
+    return max(stamps) if stamps else None
 
 
 async def old_read_stamped(
@@ -52,7 +62,7 @@ async def old_read_stamped(
     def moved(r: Sequence[Any]) -> bool:
         if known.get(r[0]) != (r[1], r[2], r[3]):
             return True
-        newest = readers._newest(r)
+        newest = _newest(r)
         return since is not None and newest is not None and newest >= since
 
     want = [r[0] for r in changed if moved(r)]
@@ -60,20 +70,92 @@ async def old_read_stamped(
     return await readers.services_read(index, rows)
 
 
+# ``before``: the narrow read as it was at 5e4ef54 (every heartbeat row a new ServiceInfo,
+# its beat made aware in Python, a coroutine a swapped host), patched in for the phase.
+_NARROW_BEFORE = (
+    "SELECT id, last_seen_up, updated_at, created_at, deleted_at, {sig}"
+    " FROM services WHERE id = ANY($1::int[])"
+)
+
+
+def before_beat_rows(index: CellIndex, rows: Sequence[Any]) -> readers.BeatRows:
+    out = readers.BeatRows([], {}, [])
+    sigs = index.service_sigs
+    for r in rows:
+        sid = r[0]
+        seen = sigs.get(sid)
+        if seen is None or seen[0] != r[5]:
+            out.whole.append(sid)
+            continue
+        svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
+        sigs[sid] = (seen[0], svc)
+        out.rows.append((sid, svc.host, svc))
+        out.stamps[sid] = (r[2], r[3], r[4])
+    return out
+
+
+async def before_read_stamped(
+    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
+) -> readers.ServicesRead:
+    known = index.service_stamps
+    since = None if seen is None else seen.replace(microsecond=0)
+
+    def moved(r: Sequence[Any]) -> bool:
+        if known.get(r[0]) != (r[1], r[2], r[3]):
+            return True
+        newest = _newest(r)
+        return since is not None and newest is not None and newest >= since
+
+    want = [r[0] for r in changed if moved(r)]
+    if not want:
+        return readers.ServicesRead([], {})
+    narrow = _NARROW_BEFORE.format(sig=_signature(PG_SYNTAX))
+    beats = before_beat_rows(index, await db.fetch(narrow, want))
+    rows = await db.fetch(db.sql.services_by_id, beats.whole) if beats.whole else []
+    read = await readers.services_read(index, rows)
+    read.rows.extend(beats.rows)
+    read.stamps.update(beats.stamps)
+    return read
+
+
+async def before_swap_services(
+    self: table.HostTable, cell: table.Cell, nodes: Mapping[str, str]
+) -> None:
+    services = cell.index.services
+    config = self.live.config
+    d = config.default
+    keep = keep_seconds(
+        float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
+    )
+    now, report_s = aware_now(), float(d.report_interval)
+    for i, (u, h) in enumerate(nodes.items()):
+        hs = cell.table.get(u)
+        if hs is not None:
+            await table.locked(hs, table._swap_service, services.get(h), now, keep, report_s)
+        if i % CHUNK == CHUNK - 1:
+            await asyncio.sleep(0)
+
+
 @contextlib.contextmanager
 def mode(name: str) -> Iterator[None]:
-    """``touch``: the behaviour before this change, patched in for the phase."""
+    """``swap``: this tree; ``before``: the narrow read as at 5e4ef54; ``touch``: before
+    heartbeats were read narrow or swapped. Patched in for the phase."""
     if name == "swap":
         yield
         return
-    saved = readers.read_stamped, table.swap_beat  # type: ignore[attr-defined]
-    setattr(readers, "read_stamped", old_read_stamped)  # noqa: B010
-    setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
+    saved = readers.read_stamped, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
+    if name == "before":
+        setattr(readers, "read_stamped", before_read_stamped)  # noqa: B010
+        setattr(table.HostTable, "swap_services", before_swap_services)  # noqa: B010
+    else:
+        setattr(readers, "read_stamped", old_read_stamped)  # noqa: B010
+        setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
     try:
         yield
     finally:
         setattr(readers, "read_stamped", saved[0])  # noqa: B010
         setattr(table, "swap_beat", saved[1])  # noqa: B010
+        setattr(table.HostTable, "swap_services", saved[2])  # noqa: B010
 
 
 async def report(db: NovaDB, slice_: int) -> None:
@@ -136,8 +218,9 @@ async def run(args: argparse.Namespace) -> None:
             # the passes are this bench's, every --every s; the heartbeats' keep follows
             # the daemon's interval (bench_candidates: 2 s), not the idle loops' 3600 s
             cache._live.config = db.config(refresh_interval=float(args.every))
+            modes = args.modes.split(",")
             for r in range(args.rounds):
-                for name in ("touch", "swap") if r % 2 else ("swap", "touch"):
+                for name in modes[::-1] if r % 2 else modes:
                     got = await phase(db, cache, name, args.phase, args.every)
                     print(
                         f"round {r + 1} {name:5}: pass {got['pass_cpu_ms']:.1f} ms CPU, "
@@ -156,6 +239,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hosts", type=int, default=10000)
     ap.add_argument("--phase", type=int, default=70, help="seconds per mode and round")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--modes",
+        default="swap,touch",
+        help="comma-separated, alternated each round: swap (this tree), before (the narrow"
+        " read as at 5e4ef54), touch (before heartbeats were read narrow or swapped)",
+    )
     ap.add_argument("--every", type=int, default=2, help="seconds between refresh passes")
     asyncio.run(run(ap.parse_args(argv)))
 

@@ -51,6 +51,24 @@ def _newest(r: Sequence[Any]) -> datetime | None:
     return max(stamps) if stamps else None
 
 
+def moved_ids(known: dict[int, Stamp], changed: Sequence[Any], since: datetime | None) -> list[int]:
+    """The ids of ``changed`` (id, updated_at, created_at, deleted_at) whose stamp is not
+    the one applied (``known``) or has a part not older than ``since``. One plain loop: the
+    watermark overlap gives every row of a cell's 10,000 that beat in the last 15 s."""
+    want: list[int] = []
+    for sid, up, cr, de in changed:
+        if known.get(sid) != (up, cr, de) or (
+            since is not None
+            and (
+                (up is not None and up >= since)
+                or (cr is not None and cr >= since)
+                or (de is not None and de >= since)
+            )
+        ):
+            want.append(sid)
+    return want
+
+
 async def read_stamped(
     db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: datetime | None = None
 ) -> ServicesRead:
@@ -58,18 +76,10 @@ async def read_stamped(
     not the one already applied, or is not older than ``seen`` (the DB instant of the read
     that applied it): on MySQL stamps are whole seconds, so a row changed again within the
     second that read saw keeps its stamp. No query when there is none."""
-    known = index.service_stamps
     # whole seconds: a stamp written in the same second as ``seen`` (truncated by MySQL, or
     # by a writer whose clock says so) may follow the read it was applied by
     since = None if seen is None else seen.replace(microsecond=0)
-
-    def moved(r: Sequence[Any]) -> bool:
-        if known.get(r[0]) != (r[1], r[2], r[3]):
-            return True
-        newest = _newest(r)
-        return since is not None and newest is not None and newest >= since
-
-    want = [r[0] for r in changed if moved(r)]
+    want = moved_ids(index.service_stamps, changed, since)
     if not want:
         return ServicesRead([], {})
     beats = beat_rows(index, await db.fetch(db.sql.services_beats, want))
@@ -91,20 +101,26 @@ class BeatRows:
 
 
 def beat_rows(index: CellIndex, rows: Sequence[Any]) -> BeatRows:
-    """Rows (id, last_seen_up, updated_at, created_at, deleted_at, sig) whose signature is
-    the one applied are heartbeats: the applied ServiceInfo with its new beat."""
+    """Rows (id, last_seen_up, updated_at: the beat, aware on PostgreSQL; updated_at,
+    created_at, deleted_at: the stamps, naive; sig) whose signature is the one applied are
+    heartbeats: the applied ServiceInfo with its new beat, or that ServiceInfo itself when
+    the beat is the one it holds (a row read again in the watermark's overlap: nothing to
+    swap, no new object)."""
     out = BeatRows([], {}, [])
     sigs = index.service_sigs
-    for r in rows:
-        sid = r[0]
+    stamps = out.stamps
+    for sid, beat, beat_at, up, cr, de, sig in rows:
         seen = sigs.get(sid)
-        if seen is None or seen[0] != r[5]:
+        if seen is None or seen[0] != sig:
             out.whole.append(sid)
             continue
-        svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
-        sigs[sid] = (seen[0], svc)
-        out.rows.append((sid, svc.host, svc))
-        out.stamps[sid] = (r[2], r[3], r[4])
+        held = seen[1]
+        beat, beat_at = aware(beat), aware(beat_at)
+        if beat != held.last_seen_up or beat_at != held.updated_at:
+            held = with_beat(held, beat, beat_at)
+            sigs[sid] = (sig, held)
+        out.rows.append((sid, held.host, held))
+        stamps[sid] = (up, cr, de)
     return out
 
 

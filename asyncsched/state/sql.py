@@ -78,8 +78,9 @@ class Queries:
     # out. Always one row at least (the clock): a NULL id means nothing changed.
     services_fresh: str
     services_by_id: str
-    # The rows of these ids as a heartbeat leaves them: id, the beat, the stamps, the
-    # signature of the rest (``_SIG_COLS``), compared with the one applied.
+    # The rows of these ids as a heartbeat leaves them: id, the beat (last_seen_up and
+    # updated_at, aware on PostgreSQL), the stamps (naive, as ``service_stamps_changed``
+    # gives them), the signature of the rest (``_SIG_COLS``), compared with the one applied.
     services_beats: str
     instances_all: str
     instances_changed: str
@@ -120,7 +121,8 @@ def build(s: Syntax) -> Queries:
             f"SELECT {_SVC_COLS}, {sig} FROM services WHERE {s.where_in('id', 1, 'int')}"
         ),
         services_beats=(
-            f"SELECT id, last_seen_up, updated_at, created_at, deleted_at, {sig}"
+            f"SELECT id, {s.utc('last_seen_up')} AS beat, {s.utc('updated_at')} AS beat_at,"
+            f" updated_at, created_at, deleted_at, {sig}"
             f" FROM services WHERE {s.where_in('id', 1, 'int')}"
         ),
         instances_all=(

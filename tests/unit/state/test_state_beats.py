@@ -11,8 +11,8 @@ from typing import Any
 from asyncsched.objects.models import CellMapping
 from asyncsched.state.beats import beat_only, keep_seconds, swap_beat, with_beat
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
-from asyncsched.state.index import CellIndex, NodeRead, diff_full
-from asyncsched.state.readers import beat_rows, services_read
+from asyncsched.state.index import CellIndex, NodeRead, apply_services, diff_full
+from asyncsched.state.readers import beat_rows, moved_ids, services_read
 from asyncsched.state.table import Cell, HostTable, Live
 from tests.support.node_snapshots import CELL, snap
 from tests.support.sched_helpers import config
@@ -161,8 +161,8 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
     beats = beat_rows(
         index,
         [
-            (1, later, later, naive, None, "s1"),  # a heartbeat
-            (2, later, later, naive, None, "s2"),  # never read whole
+            (1, later, later, later, naive, None, "s1"),  # a heartbeat (MySQL: naive)
+            (2, later, later, later, naive, None, "s2"),  # never read whole
         ],
     )
     assert beats.whole == [2]
@@ -171,7 +171,48 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
     assert svc == dataclasses.replace(applied, last_seen_up=later.replace(tzinfo=UTC),
                                       updated_at=later.replace(tzinfo=UTC))  # fmt: skip
     assert beats.stamps == {1: (later, naive, None)}
-    assert beat_rows(index, [(1, later, later, naive, None, "other")]).whole == [1]
+    assert index.service_sigs[1] == ("s1", svc)
+    row = (1, later, later, later, naive, None, "other")
+    assert beat_rows(index, [row]).whole == [1]
+
+
+def test_a_beat_read_again_unchanged_is_the_service_held() -> None:
+    """The watermark's overlap reads a row again: the same beat (aware on PostgreSQL, naive
+    on MySQL) gives the ServiceInfo already held, so nothing is swapped; a later beat gives
+    a new one."""
+    index = CellIndex()
+    held = ServiceInfo(1, "h1", last_seen_up=NOW, created_at=NOW, updated_at=NOW, version=66)
+    index.service_sigs[1] = ("s1", held)
+    index.services["h1"] = held
+    naive = NOW.replace(tzinfo=None)
+    for beat in (NOW, naive):
+        again = beat_rows(index, [(1, beat, beat, naive, naive, None, "s1")])
+        assert again.rows == [(1, "h1", held)] and again.stamps == {1: (naive, naive, None)}
+        assert apply_services(index, again.rows) == (set(), set())
+    later = NOW + timedelta(seconds=10)
+    moved = beat_rows(index, [(1, later, NOW, later.replace(tzinfo=None), naive, None, "s1")])
+    ((_, _, svc),) = moved.rows
+    assert svc is not held and svc == with_beat(held, later, NOW)
+    assert apply_services(index, moved.rows) == (set(), {"h1"})
+    assert index.services["h1"] is svc and index.service_sigs[1] == ("s1", svc)
+
+
+def test_moved_ids_are_new_stamps_or_stamps_not_older_than_since() -> None:
+    t = datetime(2026, 1, 1, 12, 0, 0)
+    known = {1: (t, t, None), 2: (t, t, None), 3: (t, t, None)}
+    changed = [
+        (1, t, t, None),  # applied, older than since
+        (2, t + timedelta(seconds=1), t, None),  # a new stamp
+        (3, t, t, None),
+        (4, t, t, None),  # never applied
+        (5, None, None, t + timedelta(seconds=5)),
+    ]
+    assert moved_ids(known, changed, None) == [2, 4, 5]
+    assert moved_ids(known, changed, t) == [1, 2, 3, 4, 5]  # a stamp in since's second
+    assert moved_ids(known, changed, t + timedelta(seconds=1)) == [2, 4, 5]
+    known[5] = (None, None, t + timedelta(seconds=5))
+    assert moved_ids(known, changed, t + timedelta(seconds=5)) == [2, 4, 5]
+    assert moved_ids(known, changed, t + timedelta(seconds=6)) == [2, 4]
 
 
 def test_a_host_reporting_further_apart_is_touched_sooner() -> None:
