@@ -7,17 +7,22 @@ nova-compute every ``report_interval`` = 10 s); the cache runs an incremental pa
 ``--every`` seconds (2 s: ``bench_candidates``' daemon), and ten requests a second run the
 column step (``HostColumns.slots`` + ComputeFilter's mask over every host).
 
-Two modes, alternately in one run on one database, so both see the same load:
+Modes (``--modes``), alternately in one run on one database, so all see the same load:
 
-* **swap**: this tree (``state/beats.py``): a heartbeat is read narrow (``services_beats``)
-  and swaps the service without a touch;
-* **touch**: as before: every changed row read whole, every heartbeat a touch, so the next
-  request rebuilds that host's column row (the previous ``read_stamped`` and a ``swap_beat``
-  that never swaps).
+* **swap**: this tree (``state/beats.py``): the changed rows' stamps read as one text a row
+  with the recent ones flagged by the database, a heartbeat read narrow (``services_beats``,
+  its beat aware from PostgreSQL) and swapping the service without a touch, a row read again
+  unchanged giving the ServiceInfo held;
+* **before**: the same at 5e4ef54: three timestamps a row compared in Python, every
+  heartbeat row read narrow made a new ServiceInfo, a coroutine a swapped host;
+* **touch**: before heartbeats were read narrow or swapped: every changed row read whole,
+  every heartbeat a touch, so the next request rebuilds that host's column row (the
+  previous ``read_stamped`` and a ``swap_beat`` that never swaps).
 
 Figures are CPU time of this process (``time.process_time``: the load changes them far
 less than wall time): per refresh pass, per request, per second of the phase; and the
-touches a second. Run: ``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2]``.
+touches a second. Run:
+``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2 --modes swap,before]``.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ async def old_read_stamped(
     db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
 ) -> readers.ServicesRead:
     """``read_stamped`` before heartbeats were read narrow: every moved row read whole."""
-    known = index.service_stamps
+    known: dict[int, Any] = index.service_stamps
     since = None if seen is None else seen.replace(microsecond=0)
 
     def moved(r: Sequence[Any]) -> bool:
@@ -67,7 +72,10 @@ async def old_read_stamped(
 
     want = [r[0] for r in changed if moved(r)]
     rows = await db.fetch(db.sql.services_by_id, want) if want else []
-    return await readers.services_read(index, rows)
+    read = await readers.services_read(index, rows)
+    stamps: dict[int, Any] = read.stamps
+    stamps.update((r[0], (r[1], r[2], r[3])) for r in changed if r[0] in stamps)  # as before
+    return read
 
 
 # ``before``: the narrow read as it was at 5e4ef54 (every heartbeat row a new ServiceInfo,
@@ -90,14 +98,14 @@ def before_beat_rows(index: CellIndex, rows: Sequence[Any]) -> readers.BeatRows:
         svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
         sigs[sid] = (seen[0], svc)
         out.rows.append((sid, svc.host, svc))
-        out.stamps[sid] = (r[2], r[3], r[4])
+        out.stamps[sid] = (r[2], r[3], r[4])  # type: ignore[assignment]
     return out
 
 
 async def before_read_stamped(
     db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
 ) -> readers.ServicesRead:
-    known = index.service_stamps
+    known: dict[int, Any] = index.service_stamps
     since = None if seen is None else seen.replace(microsecond=0)
 
     def moved(r: Sequence[Any]) -> bool:
@@ -136,6 +144,30 @@ async def before_swap_services(
             await asyncio.sleep(0)
 
 
+_STAMPS_BEFORE = (
+    "SELECT id, updated_at, created_at, deleted_at FROM services"
+    " WHERE \"binary\" = 'nova-compute'"
+    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+)
+
+
+def before_read_services(narrow: bool) -> Any:
+    """``read_services`` before the stamps were one text a row (three timestamps decoded,
+    compared in Python), with ``before_read_stamped`` (narrow) or ``old_read_stamped``."""
+    saved = readers.read_services
+
+    async def read(
+        db: NovaDatabase, index: CellIndex, since: Any, seen: Any = None
+    ) -> readers.ServicesRead:
+        if since is None:
+            return await saved(db, index, since, seen)
+        changed = await db.fetch(_STAMPS_BEFORE, since)
+        stamped = before_read_stamped if narrow else old_read_stamped
+        return await stamped(db, index, changed, seen)
+
+    return read
+
+
 @contextlib.contextmanager
 def mode(name: str) -> Iterator[None]:
     """``swap``: this tree; ``before``: the narrow read as at 5e4ef54; ``touch``: before
@@ -143,17 +175,16 @@ def mode(name: str) -> Iterator[None]:
     if name == "swap":
         yield
         return
-    saved = readers.read_stamped, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
+    saved = readers.read_services, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
+    setattr(readers, "read_services", before_read_services(name == "before"))  # noqa: B010
     if name == "before":
-        setattr(readers, "read_stamped", before_read_stamped)  # noqa: B010
         setattr(table.HostTable, "swap_services", before_swap_services)  # noqa: B010
     else:
-        setattr(readers, "read_stamped", old_read_stamped)  # noqa: B010
         setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
     try:
         yield
     finally:
-        setattr(readers, "read_stamped", saved[0])  # noqa: B010
+        setattr(readers, "read_services", saved[0])  # noqa: B010
         setattr(table, "swap_beat", saved[1])  # noqa: B010
         setattr(table.HostTable, "swap_services", saved[2])  # noqa: B010
 
