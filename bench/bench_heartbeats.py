@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,6 +40,7 @@ from typing import Any
 from asyncsched.common.clock import utcnow as aware_now
 from asyncsched.scheduling.columns import ColumnView, HostColumns
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.service import DAEMON_GC_THRESHOLDS
 from asyncsched.state import readers, table
 from asyncsched.state.beats import keep_seconds, with_beat
 from asyncsched.state.cache import HostStateCache
@@ -177,13 +179,17 @@ def mode(name: str) -> Iterator[None]:
         return
     saved = readers.read_services, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
     setattr(readers, "read_services", before_read_services(name == "before"))  # noqa: B010
+    thresholds = gc.get_threshold()
     if name == "before":
         setattr(table.HostTable, "swap_services", before_swap_services)  # noqa: B010
+        if gc.get_freeze_count():  # --gc daemon: 5e4ef54's daemon froze, kept the default
+            gc.set_threshold(700, 10, 10)
     else:
         setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         setattr(readers, "read_services", saved[0])  # noqa: B010
         setattr(table, "swap_beat", saved[1])  # noqa: B010
         setattr(table.HostTable, "swap_services", saved[2])  # noqa: B010
@@ -249,6 +255,10 @@ async def run(args: argparse.Namespace) -> None:
             await report(db, k)
         async with HostStateCache(db.config(refresh_interval=3600)) as cache:
             assert len(cache.all_hosts()) == len(uuids)
+            if args.gc == "daemon":  # as ``Service`` does once the daemon is ready
+                gc.collect()
+                gc.freeze()
+                gc.set_threshold(*DAEMON_GC_THRESHOLDS)
             # the passes are this bench's, every --every s; the heartbeats' keep follows
             # the daemon's interval (bench_candidates: 2 s), not the idle loops' 3600 s
             cache._live.config = db.config(refresh_interval=float(args.every))
@@ -278,6 +288,13 @@ def main(argv: list[str] | None = None) -> None:
         default="swap,touch",
         help="comma-separated, alternated each round: swap (this tree), before (the narrow"
         " read as at 5e4ef54), touch (before heartbeats were read narrow or swapped)",
+    )
+    ap.add_argument(
+        "--gc",
+        choices=("default", "daemon"),
+        default="default",
+        help="daemon: freeze the loaded heap and take the daemon's GC thresholds (``before``"
+        " runs with the default ones, as 5e4ef54's daemon did)",
     )
     ap.add_argument("--every", type=int, default=2, help="seconds between refresh passes")
     asyncio.run(run(ap.parse_args(argv)))
