@@ -7,17 +7,22 @@ nova-compute every ``report_interval`` = 10 s); the cache runs an incremental pa
 ``--every`` seconds (2 s: ``bench_candidates``' daemon), and ten requests a second run the
 column step (``HostColumns.slots`` + ComputeFilter's mask over every host).
 
-Two modes, alternately in one run on one database, so both see the same load:
+Modes (``--modes``), alternately in one run on one database, so all see the same load:
 
-* **swap**: this tree (``state/beats.py``): a heartbeat is read narrow (``services_beats``)
-  and swaps the service without a touch;
-* **touch**: as before: every changed row read whole, every heartbeat a touch, so the next
-  request rebuilds that host's column row (the previous ``read_stamped`` and a ``swap_beat``
-  that never swaps).
+* **swap**: this tree (``state/beats.py``): the changed rows' stamps read as one text a row
+  with the recent ones flagged by the database, a heartbeat read narrow (``services_beats``,
+  its beat aware from PostgreSQL) and swapping the service without a touch, a row read again
+  unchanged giving the ServiceInfo held;
+* **before**: the same at 5e4ef54: three timestamps a row compared in Python, every
+  heartbeat row read narrow made a new ServiceInfo, a coroutine a swapped host;
+* **touch**: before heartbeats were read narrow or swapped: every changed row read whole,
+  every heartbeat a touch, so the next request rebuilds that host's column row (the
+  previous ``read_stamped`` and a ``swap_beat`` that never swaps).
 
 Figures are CPU time of this process (``time.process_time``: the load changes them far
 less than wall time): per refresh pass, per request, per second of the phase; and the
-touches a second. Run: ``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2]``.
+touches a second. Run:
+``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2 --modes swap,before]``.
 """
 
 from __future__ import annotations
@@ -25,55 +30,169 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from asyncsched.common.clock import utcnow as aware_now
 from asyncsched.scheduling.columns import ColumnView, HostColumns
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.service import DAEMON_GC_THRESHOLDS
 from asyncsched.state import readers, table
+from asyncsched.state.beats import keep_seconds, with_beat
 from asyncsched.state.cache import HostStateCache
 from asyncsched.state.db import NovaDatabase
+from asyncsched.state.dialect import POSTGRES as PG_SYNTAX
 from asyncsched.state.index import CellIndex
+from asyncsched.state.rows import aware
+from asyncsched.state.sql import CHUNK, _signature
 from bench.bench_hoststate import seed
 from tests.support.nova_db import NovaDB, utcnow
 from tests.support.sched_helpers import config
+
+
+def _newest(r: Sequence[Any]) -> datetime | None:
+    stamps = [s for s in (r[1], r[2], r[3]) if s is not None]
+    return max(stamps) if stamps else None
 
 
 async def old_read_stamped(
     db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
 ) -> readers.ServicesRead:
     """``read_stamped`` before heartbeats were read narrow: every moved row read whole."""
-    known = index.service_stamps
+    known: dict[int, Any] = index.service_stamps
     since = None if seen is None else seen.replace(microsecond=0)
 
     def moved(r: Sequence[Any]) -> bool:
         if known.get(r[0]) != (r[1], r[2], r[3]):
             return True
-        newest = readers._newest(r)
+        newest = _newest(r)
         return since is not None and newest is not None and newest >= since
 
     want = [r[0] for r in changed if moved(r)]
     rows = await db.fetch(db.sql.services_by_id, want) if want else []
-    return await readers.services_read(index, rows)
+    read = await readers.services_read(index, rows)
+    stamps: dict[int, Any] = read.stamps
+    stamps.update((r[0], (r[1], r[2], r[3])) for r in changed if r[0] in stamps)  # as before
+    return read
+
+
+# ``before``: the narrow read as it was at 5e4ef54 (every heartbeat row a new ServiceInfo,
+# its beat made aware in Python, a coroutine a swapped host), patched in for the phase.
+_NARROW_BEFORE = (
+    "SELECT id, last_seen_up, updated_at, created_at, deleted_at, {sig}"
+    " FROM services WHERE id = ANY($1::int[])"
+)
+
+
+def before_beat_rows(index: CellIndex, rows: Sequence[Any]) -> readers.BeatRows:
+    out = readers.BeatRows([], {}, [])
+    sigs = index.service_sigs
+    for r in rows:
+        sid = r[0]
+        seen = sigs.get(sid)
+        if seen is None or seen[0] != r[5]:
+            out.whole.append(sid)
+            continue
+        svc = with_beat(seen[1], aware(r[1]), aware(r[2]))
+        sigs[sid] = (seen[0], svc)
+        out.rows.append((sid, svc.host, svc))
+        out.stamps[sid] = (r[2], r[3], r[4])  # type: ignore[assignment]
+    return out
+
+
+async def before_read_stamped(
+    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
+) -> readers.ServicesRead:
+    known: dict[int, Any] = index.service_stamps
+    since = None if seen is None else seen.replace(microsecond=0)
+
+    def moved(r: Sequence[Any]) -> bool:
+        if known.get(r[0]) != (r[1], r[2], r[3]):
+            return True
+        newest = _newest(r)
+        return since is not None and newest is not None and newest >= since
+
+    want = [r[0] for r in changed if moved(r)]
+    if not want:
+        return readers.ServicesRead([], {})
+    narrow = _NARROW_BEFORE.format(sig=_signature(PG_SYNTAX))
+    beats = before_beat_rows(index, await db.fetch(narrow, want))
+    rows = await db.fetch(db.sql.services_by_id, beats.whole) if beats.whole else []
+    read = await readers.services_read(index, rows)
+    read.rows.extend(beats.rows)
+    read.stamps.update(beats.stamps)
+    return read
+
+
+async def before_swap_services(
+    self: table.HostTable, cell: table.Cell, nodes: Mapping[str, str]
+) -> None:
+    services = cell.index.services
+    config = self.live.config
+    d = config.default
+    keep = keep_seconds(
+        float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
+    )
+    now, report_s = aware_now(), float(d.report_interval)
+    for i, (u, h) in enumerate(nodes.items()):
+        hs = cell.table.get(u)
+        if hs is not None:
+            await table.locked(hs, table._swap_service, services.get(h), now, keep, report_s)
+        if i % CHUNK == CHUNK - 1:
+            await asyncio.sleep(0)
+
+
+_STAMPS_BEFORE = (
+    "SELECT id, updated_at, created_at, deleted_at FROM services"
+    " WHERE \"binary\" = 'nova-compute'"
+    " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+)
+
+
+def before_read_services(narrow: bool) -> Any:
+    """``read_services`` before the stamps were one text a row (three timestamps decoded,
+    compared in Python), with ``before_read_stamped`` (narrow) or ``old_read_stamped``."""
+    saved = readers.read_services
+
+    async def read(
+        db: NovaDatabase, index: CellIndex, since: Any, seen: Any = None
+    ) -> readers.ServicesRead:
+        if since is None:
+            return await saved(db, index, since, seen)
+        changed = await db.fetch(_STAMPS_BEFORE, since)
+        stamped = before_read_stamped if narrow else old_read_stamped
+        return await stamped(db, index, changed, seen)
+
+    return read
 
 
 @contextlib.contextmanager
 def mode(name: str) -> Iterator[None]:
-    """``touch``: the behaviour before this change, patched in for the phase."""
+    """``swap``: this tree; ``before``: the narrow read as at 5e4ef54; ``touch``: before
+    heartbeats were read narrow or swapped. Patched in for the phase."""
     if name == "swap":
         yield
         return
-    saved = readers.read_stamped, table.swap_beat  # type: ignore[attr-defined]
-    setattr(readers, "read_stamped", old_read_stamped)  # noqa: B010
-    setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
+    saved = readers.read_services, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
+    setattr(readers, "read_services", before_read_services(name == "before"))  # noqa: B010
+    thresholds = gc.get_threshold()
+    if name == "before":
+        setattr(table.HostTable, "swap_services", before_swap_services)  # noqa: B010
+        if gc.get_freeze_count():  # --gc daemon: 5e4ef54's daemon froze, kept the default
+            gc.set_threshold(700, 10, 10)
+    else:
+        setattr(table, "swap_beat", lambda *a: False)  # noqa: B010
     try:
         yield
     finally:
-        setattr(readers, "read_stamped", saved[0])  # noqa: B010
+        gc.set_threshold(*thresholds)
+        setattr(readers, "read_services", saved[0])  # noqa: B010
         setattr(table, "swap_beat", saved[1])  # noqa: B010
+        setattr(table.HostTable, "swap_services", saved[2])  # noqa: B010
 
 
 async def report(db: NovaDB, slice_: int) -> None:
@@ -95,13 +214,16 @@ async def phase(
     assert mask is not None
     cols = HostColumns(columns=mask.columns)
     hosts = cache.all_hosts()
-    cols.slots(hosts)  # rows built: the phase counts what changes cost
     passes: list[float] = []
     requests: list[float] = []
     up: list[int] = []
-    gen0 = sum(h.generation for h in hosts)
-    c_start, w_start = time.process_time(), time.monotonic()
     with mode(name):
+        # not counted: the first pass after a switch reads every row of the overlap again
+        # (the stamps the other mode applied), and the rows it changes are built
+        await cache.refresh()
+        cols.slots(hosts)  # rows built: the phase counts what changes cost
+        gen0 = sum(h.generation for h in hosts)
+        c_start, w_start = time.process_time(), time.monotonic()
         for sec in range(seconds):
             await report(db, sec % 10)
             if sec % every == 0:
@@ -133,11 +255,16 @@ async def run(args: argparse.Namespace) -> None:
             await report(db, k)
         async with HostStateCache(db.config(refresh_interval=3600)) as cache:
             assert len(cache.all_hosts()) == len(uuids)
+            if args.gc == "daemon":  # as ``Service`` does once the daemon is ready
+                gc.collect()
+                gc.freeze()
+                gc.set_threshold(*DAEMON_GC_THRESHOLDS)
             # the passes are this bench's, every --every s; the heartbeats' keep follows
             # the daemon's interval (bench_candidates: 2 s), not the idle loops' 3600 s
             cache._live.config = db.config(refresh_interval=float(args.every))
+            modes = args.modes.split(",")
             for r in range(args.rounds):
-                for name in ("touch", "swap") if r % 2 else ("swap", "touch"):
+                for name in modes[::-1] if r % 2 else modes:
                     got = await phase(db, cache, name, args.phase, args.every)
                     print(
                         f"round {r + 1} {name:5}: pass {got['pass_cpu_ms']:.1f} ms CPU, "
@@ -156,6 +283,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hosts", type=int, default=10000)
     ap.add_argument("--phase", type=int, default=70, help="seconds per mode and round")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--modes",
+        default="swap,touch",
+        help="comma-separated, alternated each round: swap (this tree), before (the narrow"
+        " read as at 5e4ef54), touch (before heartbeats were read narrow or swapped)",
+    )
+    ap.add_argument(
+        "--gc",
+        choices=("default", "daemon"),
+        default="default",
+        help="daemon: freeze the loaded heap and take the daemon's GC thresholds (``before``"
+        " runs with the default ones, as 5e4ef54's daemon did)",
+    )
     ap.add_argument("--every", type=int, default=2, help="seconds between refresh passes")
     asyncio.run(run(ap.parse_args(argv)))
 

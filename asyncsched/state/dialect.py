@@ -8,6 +8,9 @@ parameter list, the folding of key/value rows into one string, and the casts.
 * **Clock**: PostgreSQL's ``now()`` in UTC; MySQL's ``UTC_TIMESTAMP()``, in whole seconds like
   nova's ``DATETIME`` columns, so a watermark ``>=`` a read's instant includes every row
   stamped within that same second (a fractional instant would skip rows written later in it).
+* **UTC values**: PostgreSQL can hand a naive UTC column out as ``timestamptz`` (decoded
+  aware by the driver, no per-row ``replace(tzinfo=...)`` in Python); MySQL gives it as it is
+  (naive, made aware by the reader).
 * **Lists**: PostgreSQL binds one array (``= ANY($1::int[])``); on MySQL the driver expands a
   tuple into ``(a, b, ...)``, an empty one into ``(NULL)``, which matches nothing.
 """
@@ -34,6 +37,8 @@ class Syntax:
     member: Callable[[str, int, str], str]
     # key column, value column -> key US value RS ... in key order, one per group
     fold_kv: Callable[[str, str], str]
+    # a naive UTC column -> the same instant, aware where the dialect can (PostgreSQL)
+    utc: Callable[[str], str]
 
 
 def _pg_in(col: str, param: int, typ: str) -> str:
@@ -46,6 +51,14 @@ def _pg_member(col: str, param: int, typ: str) -> str:
 
 def _pg_fold(key: str, value: str) -> str:
     return f"string_agg({key} || chr(31) || {value}, chr(30) ORDER BY {key})"
+
+
+def _pg_utc(col: str) -> str:
+    return f"({col} AT TIME ZONE 'UTC')"
+
+
+def _my_utc(col: str) -> str:
+    return col
 
 
 def _my_in(col: str, param: int, typ: str) -> str:
@@ -69,6 +82,7 @@ POSTGRES = Syntax(
     where_in=_pg_in,
     member=_pg_member,
     fold_kv=_pg_fold,
+    utc=_pg_utc,
 )
 MYSQL = Syntax(
     name="mysql",
@@ -78,4 +92,5 @@ MYSQL = Syntax(
     where_in=_my_in,
     member=_my_member,
     fold_kv=_my_fold,
+    utc=_my_utc,
 )

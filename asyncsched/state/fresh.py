@@ -232,10 +232,11 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     )
     if not rows:
         raise DatabaseUnavailable(f"{cell.db.name}: no clock row from the services read")
-    changed = [(r[1], r[2], r[3], r[4]) for r in rows if r[1] is not None]
-    # every row of the look-back window whole: a writer's stamp (whole seconds on MySQL) may
-    # equal the one applied yet belong to a later write, committed after the last read
-    read = await read_stamped(cell.db, index, changed, seen=fresh.mark - FRESH_OVERLAP)
+    # every row of the look-back window read (recent): a writer's stamp (whole seconds on
+    # MySQL) may equal the one applied yet belong to a later write, committed after the last
+    # read
+    changed = [(r[1], r[2], True) for r in rows if r[1] is not None]
+    read = await read_stamped(cell.db, index, changed)
     dirty, swapped = apply_services(index, read.rows)
     index.service_stamps.update(read.stamps)
     for _, _, svc in read.rows:

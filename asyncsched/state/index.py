@@ -47,9 +47,10 @@ class CellIndex:
     # host -> (raw services row, its ServiceInfo): the watermark overlap re-reads each
     # heartbeat's rows several times, and most re-read rows have not changed since
     service_rows: dict[str, tuple[tuple[Any, ...], ServiceInfo]] = field(default_factory=dict)
-    # services.id -> (updated_at, created_at, deleted_at) of the row as last applied: an
-    # incremental read fetches whole rows only where the stamp moved
-    service_stamps: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    # services.id -> the stamps (updated_at, created_at, deleted_at, as one text: ``sql.
+    # _stamp``) of the row as last applied: an incremental read fetches rows only where the
+    # stamp moved
+    service_stamps: dict[int, str] = field(default_factory=dict)
     # services.id -> (signature of all but the heartbeat, the ServiceInfo read with it): a
     # changed row with the same signature is a heartbeat, read narrow (``readers.py``)
     service_sigs: dict[int, tuple[str, ServiceInfo]] = field(default_factory=dict)

@@ -68,18 +68,23 @@ class Queries:
     nodes_changed: str
     services_all: str
     # The overlap re-reads every heartbeat's row many times (10,000 computes beat every
-    # 10 s): the stamps of the changed rows are read first, whole rows only where one is new.
+    # 10 s): the stamps of the changed rows ($1: the watermark less the overlap) are read
+    # first, as one text a row (``_stamp``) and whether one is not older than $2 (the
+    # previous read's instant in whole seconds); rows are read only where a stamp is new or
+    # recent.
     service_stamps_changed: str
     # The per-request read (``fresh``): one round trip giving the DB's clock and the stamps of
     # the rows changed since $1 that can change a verdict: disabled or forced down other than
     # the cache holds them ($2, $3: the ids it holds disabled, forced down), deleted or new
     # rows, and any change of the ids in $4 (held silent: their heartbeat matters). A
     # heartbeat of a host held up, disabled or forced down changes no verdict and is left
-    # out. Always one row at least (the clock): a NULL id means nothing changed.
+    # out. Always one row at least (the clock): a NULL id means nothing changed. Every row
+    # but the clock's: (now, id, stamp), each one changed since $1.
     services_fresh: str
     services_by_id: str
-    # The rows of these ids as a heartbeat leaves them: id, the beat, the stamps, the
-    # signature of the rest (``_SIG_COLS``), compared with the one applied.
+    # The rows of these ids as a heartbeat leaves them: id, the beat (last_seen_up and
+    # updated_at, aware on PostgreSQL), the stamp (``_stamp``), the signature of the rest
+    # (``_SIG_COLS``), compared with the one applied.
     services_beats: str
     instances_all: str
     instances_changed: str
@@ -97,18 +102,23 @@ def build(s: Syntax) -> Queries:
     """The queries written once, in dialect ``s``."""
     now = f"SELECT {s.now} AS now"
     sig = _signature(s)
+    stamp = _stamp(s)
     kv = f"{s.fold_kv(chr(34) + 'key' + chr(34), 'value')} AS kv"
     return Queries(
         now=now,
         nodes_all=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}",
         nodes_changed=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE {_CHANGED} {_PAGE}",
-        services_all=(f"SELECT {_SVC_COLS}, {sig} FROM services WHERE {_COMPUTE} AND deleted = 0"),
+        services_all=(
+            f"SELECT {_SVC_COLS}, {sig}, {stamp} FROM services WHERE {_COMPUTE} AND deleted = 0"
+        ),
         service_stamps_changed=(
-            f"SELECT id, updated_at, created_at, deleted_at FROM services WHERE {_COMPUTE}"
+            f"SELECT id, {stamp},"
+            " coalesce(updated_at >= $2 OR created_at >= $2 OR deleted_at >= $2, false)"
+            f" AS recent FROM services WHERE {_COMPUTE}"
             " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
         ),
         services_fresh=(
-            "SELECT n.now, s.id, s.updated_at, s.created_at, s.deleted_at"
+            f"SELECT n.now, s.id, {_stamp(s, 's.')}"
             f" FROM ({now}) n"
             f" LEFT JOIN services s ON s.{_COMPUTE}"
             " AND (s.updated_at >= $1 OR s.created_at >= $1 OR s.deleted_at >= $1)"
@@ -117,10 +127,11 @@ def build(s: Syntax) -> Queries:
             f" OR s.deleted <> 0 OR s.created_at >= $1 OR {s.member('s.id', 4, 'int')})"
         ),
         services_by_id=(
-            f"SELECT {_SVC_COLS}, {sig} FROM services WHERE {s.where_in('id', 1, 'int')}"
+            f"SELECT {_SVC_COLS}, {sig}, {stamp} FROM services WHERE {s.where_in('id', 1, 'int')}"
         ),
         services_beats=(
-            f"SELECT id, last_seen_up, updated_at, created_at, deleted_at, {sig}"
+            f"SELECT id, {s.utc('last_seen_up')} AS beat, {s.utc('updated_at')} AS beat_at,"
+            f" {stamp}, {sig}"
             f" FROM services WHERE {s.where_in('id', 1, 'int')}"
         ),
         instances_all=(
@@ -161,6 +172,15 @@ def _signature(s: Syntax) -> str:
     """md5 of the ``_SIG_COLS`` of a services row (a NULL is its own value, not skipped)."""
     parts = ", ".join(f"coalesce(CAST({c} AS {s.text}), '~')" for c in _SIG_COLS)
     return f"md5(concat_ws('|', {parts})) AS sig"
+
+
+def _stamp(s: Syntax, prefix: str = "") -> str:
+    """A services row's three stamps as one text, written by the database (a NULL is its
+    own value): what ``index.service_stamps`` keeps and compares, one short string a row
+    to decode instead of three timestamps."""
+    cols = (f"{prefix}{c}" for c in ("updated_at", "created_at", "deleted_at"))
+    parts = ", ".join(f"coalesce(CAST({c} AS {s.text}), '~')" for c in cols)
+    return f"concat_ws('|', {parts}) AS stamp"
 
 
 def _fingerprint(s: Syntax) -> str:

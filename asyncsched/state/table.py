@@ -151,10 +151,14 @@ class HostTable:
             float(d.service_down_time), float(d.report_interval), config.asyncsched.refresh_interval
         )
         now, report = utcnow(), float(d.report_interval)
+        table = cell.table
         for i, (u, h) in enumerate(nodes.items()):
-            hs = cell.table.get(u)
+            hs = table.get(u)
             if hs is not None:
-                await locked(hs, _swap_service, services.get(h), now, keep, report)
+                if hs.lock.locked():
+                    await locked(hs, _swap_service, services.get(h), now, keep, report)
+                else:  # ``locked`` inline: no coroutine a host (1,000 a second a cell)
+                    _swap_service(hs, services.get(h), now, keep, report)
             if i % CHUNK == CHUNK - 1:
                 await asyncio.sleep(0)
 

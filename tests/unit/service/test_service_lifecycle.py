@@ -17,7 +17,13 @@ from asyncsched.common.health import Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import ConfigSources, load_config
 from asyncsched.conf.options import Config
-from asyncsched.service import Service, ServiceStartError, apply_mutable, changed_options
+from asyncsched.service import (
+    DAEMON_GC_THRESHOLDS,
+    Service,
+    ServiceStartError,
+    apply_mutable,
+    changed_options,
+)
 from tests.support.health import Up
 from tests.support.notify_listener import NotifyListener
 
@@ -358,7 +364,8 @@ async def test_component_without_a_name_uses_its_class_name(listener: NotifyList
 
 
 async def test_daemon_freezes_the_start_up_heap_only_when_asked() -> None:
-    """The daemon moves the loaded host table out of the GC's reach; tests' Services do not."""
+    """The daemon moves the loaded host table out of the GC's reach and collects its young
+    objects less often; tests' Services do not."""
     import gc
 
     gc.unfreeze()
@@ -367,10 +374,14 @@ async def test_daemon_freezes_the_start_up_heap_only_when_asked() -> None:
     await plain.start()
     assert gc.get_freeze_count() == 0
     await plain.stop()
+    assert gc.get_threshold() != DAEMON_GC_THRESHOLDS
+    thresholds = gc.get_threshold()
     frozen = Service(Config(), [FakeComponent("hoststate", events)], freeze_gc=True)
     try:
         await frozen.start()
         assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == DAEMON_GC_THRESHOLDS  # a young generation of 50,000
     finally:
         await frozen.stop()
         gc.unfreeze()
+        gc.set_threshold(*thresholds)

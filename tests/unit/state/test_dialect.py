@@ -11,7 +11,7 @@ from asyncsched.conf.dsn import parse_db_url
 from asyncsched.state.api import fingerprint
 from asyncsched.state.db_mysql import as_rows, bind, connect_kwargs, row_type
 from asyncsched.state.index import CellIndex
-from asyncsched.state.readers import read_stamped
+from asyncsched.state.readers import read_services, read_stamped
 from asyncsched.state.sql import MYSQL, POSTGRES
 
 
@@ -61,30 +61,35 @@ def test_a_recent_fingerprint_part_is_never_equal_to_the_last() -> None:
 class _DB:
     def __init__(self) -> None:
         self.asked: list[list[int]] = []
+        self.args: list[tuple[Any, ...]] = []
         self.sql = MYSQL
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        self.asked.append(list(args[0]))
+        if sql == MYSQL.service_stamps_changed:
+            self.args.append(args)
+        else:
+            self.asked.append(list(args[0]))
         return []
 
 
 @pytest.mark.parametrize(
-    ("stamp", "seen", "fetched"),
+    ("known", "recent", "fetched"),
     [
-        (datetime(2026, 1, 1, 9, 0, 5), datetime(2026, 1, 1, 9, 0, 5), True),  # same second
-        (datetime(2026, 1, 1, 9, 0, 4), datetime(2026, 1, 1, 9, 0, 5), False),
-        (datetime(2026, 1, 1, 9, 0, 4), None, False),
+        ("t5", True, True),  # the stamp applied, of the second already read: again
+        ("t5", False, False),
+        ("t4", False, True),  # another stamp
     ],
 )
 async def test_a_row_of_the_second_already_read_is_read_again(
-    stamp: datetime, seen: datetime | None, fetched: bool
+    known: str, recent: bool, fetched: bool
 ) -> None:
     """Stamps are whole seconds on MySQL: a row whose stamp equals the one applied but is
-    not older than the read that applied it may have changed again within that second."""
+    not older than the read that applied it (``recent``) may have changed again within that
+    second."""
     index = CellIndex()
-    index.service_stamps[7] = (stamp, stamp, None)
+    index.service_stamps[7] = known
     db = _DB()
-    await read_stamped(db, index, [(7, stamp, stamp, None)], seen)  # type: ignore[arg-type]
+    await read_stamped(db, index, [(7, "t5", recent)])  # type: ignore[arg-type]
     assert db.asked == ([[7]] if fetched else [])
 
 
@@ -98,11 +103,11 @@ def test_a_zero_date_reads_as_null_not_text() -> None:
 
 
 async def test_the_second_of_the_last_read_counts_whole() -> None:
-    """A stamp of the same second as a read taken at .7 s (PostgreSQL's clock) is read again."""
+    """The stamps read asks which stamps are of the last read's second or later: a read
+    taken at .7 s (PostgreSQL's clock) counts from the whole second."""
     index = CellIndex()
-    stamp = datetime(2026, 1, 1, 9, 0, 5)
-    index.service_stamps[7] = (stamp, stamp, None)
     db = _DB()
+    since = datetime(2026, 1, 1, 9, 0, 0)
     seen = datetime(2026, 1, 1, 9, 0, 5, 700000)
-    await read_stamped(db, index, [(7, stamp, stamp, None)], seen)  # type: ignore[arg-type]
-    assert db.asked == [[7]]
+    await read_services(db, index, since, seen)  # type: ignore[arg-type]
+    assert db.args == [(since, datetime(2026, 1, 1, 9, 0, 5))]

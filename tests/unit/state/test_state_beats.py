@@ -11,8 +11,8 @@ from typing import Any
 from asyncsched.objects.models import CellMapping
 from asyncsched.state.beats import beat_only, keep_seconds, swap_beat, with_beat
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
-from asyncsched.state.index import CellIndex, NodeRead, diff_full
-from asyncsched.state.readers import beat_rows, services_read
+from asyncsched.state.index import CellIndex, NodeRead, apply_services, diff_full
+from asyncsched.state.readers import beat_rows, moved_ids, services_read
 from asyncsched.state.table import Cell, HostTable, Live
 from tests.support.node_snapshots import CELL, snap
 from tests.support.sched_helpers import config
@@ -152,7 +152,7 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
         "id": 1, "uuid": "u1", "host": "h1", "binary": "nova-compute", "disabled": False,
         "disabled_reason": None, "forced_down": False, "last_seen_up": naive,
         "created_at": naive, "updated_at": naive, "version": 66, "deleted": 0,
-        "deleted_at": None, "sig": "s1",
+        "deleted_at": None, "sig": "s1", "stamp": "t0",
     }  # fmt: skip
     read = await services_read(index, [whole])
     (_, _, applied) = read.rows[0]
@@ -161,8 +161,8 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
     beats = beat_rows(
         index,
         [
-            (1, later, later, naive, None, "s1"),  # a heartbeat
-            (2, later, later, naive, None, "s2"),  # never read whole
+            (1, later, later, "t1", "s1"),  # a heartbeat (MySQL: naive)
+            (2, later, later, "t1", "s2"),  # never read whole
         ],
     )
     assert beats.whole == [2]
@@ -170,8 +170,42 @@ async def test_a_changed_row_with_the_signature_applied_is_read_narrow() -> None
     assert (sid, host) == (1, "h1") and svc is not None
     assert svc == dataclasses.replace(applied, last_seen_up=later.replace(tzinfo=UTC),
                                       updated_at=later.replace(tzinfo=UTC))  # fmt: skip
-    assert beats.stamps == {1: (later, naive, None)}
-    assert beat_rows(index, [(1, later, later, naive, None, "other")]).whole == [1]
+    assert beats.stamps == {1: "t1"}
+    assert index.service_sigs[1] == ("s1", svc)
+    row = (1, later, later, "t1", "other")
+    assert beat_rows(index, [row]).whole == [1]
+
+
+def test_a_beat_read_again_unchanged_is_the_service_held() -> None:
+    """The watermark's overlap reads a row again: the same beat (aware on PostgreSQL, naive
+    on MySQL) gives the ServiceInfo already held, so nothing is swapped; a later beat gives
+    a new one."""
+    index = CellIndex()
+    held = ServiceInfo(1, "h1", last_seen_up=NOW, created_at=NOW, updated_at=NOW, version=66)
+    index.service_sigs[1] = ("s1", held)
+    index.services["h1"] = held
+    naive = NOW.replace(tzinfo=None)
+    for beat in (NOW, naive):
+        again = beat_rows(index, [(1, beat, beat, "t0", "s1")])
+        assert again.rows == [(1, "h1", held)] and again.stamps == {1: "t0"}
+        assert apply_services(index, again.rows) == (set(), set())
+    later = NOW + timedelta(seconds=10)
+    moved = beat_rows(index, [(1, later, NOW, "t1", "s1")])
+    ((_, _, svc),) = moved.rows
+    assert svc is not held and svc == with_beat(held, later, NOW)
+    assert apply_services(index, moved.rows) == (set(), {"h1"})
+    assert index.services["h1"] is svc and index.service_sigs[1] == ("s1", svc)
+
+
+def test_moved_ids_are_new_stamps_or_recent_ones() -> None:
+    known = {1: "t0", 2: "t0", 3: "t0"}
+    changed = [
+        (1, "t0", False),  # applied, older than the last read
+        (2, "t1", False),  # a new stamp
+        (3, "t0", True),  # applied, but of the last read's second: may have changed since
+        (4, "t0", False),  # never applied
+    ]
+    assert moved_ids(known, changed) == [2, 3, 4]
 
 
 def test_a_host_reporting_further_apart_is_touched_sooner() -> None:
