@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,6 +42,26 @@ LOG = logging.getLogger(__name__)
 # generation of 50,000 lets a pass's rows come and go between collections; cyclic garbage
 # (rare: the state is values and dicts) waits a little longer.
 DAEMON_GC_THRESHOLDS = (50_000, 10, 10)
+
+
+def freeze_start_up_heap() -> None:
+    """Move what start-up built (the loaded host table and Placement's providers: 4.4 million
+    objects at 100,000 hosts) out of the collector's reach, then collect young objects less
+    often. No collection first: the daemon holds the collector off while it loads, so a
+    collection here would walk every object in one piece (3.2 to 3.7 s at 100,000 hosts, a
+    stall every refresh running then waited for) to find almost nothing (27 objects at
+    100,000 hosts: the state is values and dicts, freed by reference counts). Called once,
+    before the first consumer starts; process-wide, so only the daemon asks for it
+    (``freeze_gc``)."""
+    began = time.perf_counter()
+    gc.freeze()
+    gc.set_threshold(*DAEMON_GC_THRESHOLDS)
+    LOG.info(
+        "start-up heap frozen: %d objects out of the collector's reach in %.3f s",
+        gc.get_freeze_count(),
+        time.perf_counter() - began,
+    )
+
 
 CLOSE_TIMEOUT = 10.0  # seconds one component may take to close before we move on
 
@@ -210,10 +231,33 @@ class Service:
         raised.
         """
         self._state = "starting"
+        if self._freeze_gc:
+            gc.disable()  # the load builds what lives on: no collection walks it as it grows
+        try:
+            await self._start_each()
+        finally:
+            gc.enable()
+        if self._stop.is_set():
+            return
+        self._state = "running"
+        names = ", ".join(component_name(c) for c in self._components) or "no components"
+        self._notifier.ready(status=f"ready: {names}")
+        LOG.info("asyncsched ready (%s)", names)
+        interval = self._notifier.watchdog_interval
+        if interval is not None:
+            self._watchdog = asyncio.create_task(self._ping_watchdog(interval))
+        if self._config.asyncsched.health_file:
+            self._health_writer = asyncio.create_task(self._write_health_periodically())
+
+    async def _start_each(self) -> None:
         total = len(self._components)
+        frozen = not self._freeze_gc
         for index, comp in enumerate(self._components, start=1):
             if self._stop.is_set():
-                break
+                return
+            if not frozen and isinstance(comp, Drainable):  # before the first consumer
+                freeze_start_up_heap()
+                frozen = True
             self._notifier.status(f"starting {component_name(comp)} ({index}/{total})")
             LOG.info("starting %s (%d/%d)", component_name(comp), index, total)
             starting = asyncio.ensure_future(comp.start())
@@ -226,7 +270,7 @@ class Service:
                 await cancel_and_wait(starting, quiet=True)
                 LOG.warning("stop requested while starting %s", component_name(comp))
                 self._started.append(comp)  # it may hold half-open resources: close it
-                break
+                return
             exc = starting.exception()
             if exc is not None:
                 self._state = "failed"
@@ -235,25 +279,8 @@ class Service:
                 self._notifier.close()
                 raise ServiceStartError(f"{component_name(comp)} failed to start: {exc!r}") from exc
             self._started.append(comp)
-        if self._stop.is_set():
-            return
-        self._state = "running"
-        if self._freeze_gc:
-            # The host table of a large cloud is hundreds of thousands of long-lived objects;
-            # moving what start-up built out of the collector's reach keeps full GC passes
-            # (0.3 s at 10,000 hosts) from pausing request handling later. Process-wide, so
-            # only the daemon asks for it.
-            gc.collect()
-            gc.freeze()
-            gc.set_threshold(*DAEMON_GC_THRESHOLDS)
-        names = ", ".join(component_name(c) for c in self._components) or "no components"
-        self._notifier.ready(status=f"ready: {names}")
-        LOG.info("asyncsched ready (%s)", names)
-        interval = self._notifier.watchdog_interval
-        if interval is not None:
-            self._watchdog = asyncio.create_task(self._ping_watchdog(interval))
-        if self._config.asyncsched.health_file:
-            self._health_writer = asyncio.create_task(self._write_health_periodically())
+        if not frozen:
+            freeze_start_up_heap()
 
     async def stop(self) -> None:
         """STOPPING=1, drain in reverse order within drain_timeout, close in reverse order."""

@@ -90,7 +90,10 @@ class Refresher:
         await asyncio.gather(*(self._cell_pass(c, full=True) for c in list(self._cells.values())))
         # The big load leaves the cyclic GC owing a full collection that would otherwise hit
         # a request later (~0.3 s at 10,000 hosts); pay it now, before the service is ready.
-        gc.collect()
+        # A process that holds the collector off while it starts (the daemon) collects once
+        # itself when everything is loaded.
+        if gc.isenabled():
+            gc.collect()
         self.running = True
         self._api_task = self.spawn(self._api_loop())
         for cell in self._cells.values():

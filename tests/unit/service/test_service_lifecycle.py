@@ -363,6 +363,52 @@ async def test_component_without_a_name_uses_its_class_name(listener: NotifyList
     await service.stop()
 
 
+class GCWatching:
+    """A component that notes, when it starts, whether the collector runs and what is frozen."""
+
+    def __init__(self, name: str, drains: bool) -> None:
+        self.name = name
+        self.seen: tuple[bool, int] | None = None
+        if drains:
+            self.drain = self._drain
+
+    async def start(self) -> None:
+        import gc
+
+        self.seen = (gc.isenabled(), gc.get_freeze_count())
+
+    async def _drain(self, timeout: float) -> None:  # noqa: ASYNC109
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def health(self) -> Up:
+        return Up(ok=True)
+
+
+async def test_daemon_holds_the_collector_off_while_loading_and_freezes_before_consumers() -> None:
+    """While the state loads no collection walks the growing heap; the one full collection and
+    the freeze come before the first consumer (a Drainable component) starts, so no request
+    waits for them; afterwards the collector runs again."""
+    import gc
+
+    gc.unfreeze()
+    thresholds = gc.get_threshold()
+    state, consumer = GCWatching("hoststate", drains=False), GCWatching("rpc", drains=True)
+    service = Service(Config(), [state, consumer], freeze_gc=True)
+    try:
+        await service.start()
+        assert state.seen == (False, 0)  # collector off, nothing frozen yet
+        assert consumer.seen is not None and consumer.seen[1] > 0  # frozen before it started
+        assert gc.isenabled()
+    finally:
+        await service.stop()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    assert gc.isenabled()
+
+
 async def test_daemon_freezes_the_start_up_heap_only_when_asked() -> None:
     """The daemon moves the loaded host table out of the GC's reach and collects its young
     objects less often; tests' Services do not."""
