@@ -213,6 +213,40 @@ async def claimed(dsn: str, uuids: list[str]) -> int:
         await conn.close()
 
 
+def phase_sums(port: int) -> dict[str, tuple[float, float]]:
+    """(seconds, requests) of each select_destinations phase so far (candidates: the fresh
+    services reads and the candidates; decide; claim; reply), from the daemon's /metrics."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    name = "asyncsched_select_destinations_phase_seconds_"
+    out: dict[str, tuple[float, float]] = {}
+    for line in text.splitlines():
+        for part, i in (("sum", 0), ("count", 1)):
+            if line.startswith(f"{name}{part}{{"):
+                phase = line.split('phase="', 1)[1].split('"', 1)[0]
+                got = list(out.get(phase, (0.0, 0.0)))
+                got[i] = float(line.rsplit(" ", 1)[1])
+                out[phase] = (got[0], got[1])
+    return out
+
+
+def phase_means_ms(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """Mean milliseconds per request of each phase between two ``phase_sums``."""
+    out = {}
+    for phase, (s, n) in after.items():
+        s0, n0 = before.get(phase, (0.0, 0.0))
+        if n > n0:
+            out[phase] = round((s - s0) / (n - n0) * 1000, 1)
+    return out
+
+
 def refresh_means(port: int) -> dict[str, Any]:
     """Mean and count of the host-state passes by kind (full/incremental), over every cell,
     from the daemon's /metrics."""
@@ -321,6 +355,7 @@ def run_mode(
         out["ready_s"] = serve.start(args.ready_timeout)
         out["rss_ready_mb"] = serve.rss_mb()
         out["connections_ready"] = connections(serve, server)
+        out["loop_ready"] = serve.health().get("components", {}).get("looplag")
         progress(
             f"{mode}: READY in {out['ready_s']:.1f} s, RSS {out['rss_ready_mb']:.0f} MiB, "
             f"PostgreSQL connections {json.dumps(out['connections_ready'])}"
@@ -331,7 +366,9 @@ def run_mode(
         c0, w0 = serve.cpu_s(), time.monotonic()
         time.sleep(args.idle)
         out["idle_cpu_ms_per_s"] = (serve.cpu_s() - c0) / (time.monotonic() - w0) * 1000
+        phases = phase_sums(args.admin_port)
         lat = [callers.boot(1)[0] for _ in range(single_n)]
+        out["single_phase_ms"] = phase_means_ms(phases, phase_sums(args.admin_port))
         out["single_p50_ms"] = p50(lat) * 1000
         out["single_p90_ms"] = pct(lat, 0.9) * 1000
         progress(f"{mode}: {single_n} single boots, p50 {out['single_p50_ms']:.0f} ms")
@@ -753,11 +790,13 @@ def report_targets(
         f"oldest cell read {m.get('host_state_age_max_s')} s ago at the end"
     )
     print(f"  claim writes: {json.dumps(m.get('claim_batches'))}")
-    loop = m.get("loop") or {}
+    print(f"  one boot's phases, mean ms: {json.dumps(m.get('single_phase_ms'))}")
+    loop, ready = m.get("loop") or {}, m.get("loop_ready") or {}
     print(
-        f"  event loop: worst lag {loop.get('max_s')} s; garbage collections by generation "
-        f"{loop.get('gc_collections')}, {loop.get('gc_pause_s')} s in all, the longest "
-        f"{loop.get('gc_pause_max_s')} s"
+        f"  event loop: worst lag {loop.get('max_s')} s (by READY {ready.get('max_s')} s); "
+        f"garbage collections by generation {loop.get('gc_collections')}, "
+        f"{loop.get('gc_pause_s')} s in all, the longest {loop.get('gc_pause_max_s')} s "
+        f"(by READY: {ready.get('gc_collections')}, {ready.get('gc_pause_s')} s)"
     )
     print(
         f"  PostgreSQL connections after READY {json.dumps(m.get('connections_ready'))}, "
