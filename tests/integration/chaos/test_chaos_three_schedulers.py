@@ -6,7 +6,7 @@
 * A tight cloud that fits N instances gets 2N from concurrent real oslo callers (single boots
   and small multi-creates): no provider ends over capacity, every instance is answered ok or
   NoValidHost, nothing leaks. With ``[asyncsched] overcommit_guard = false`` the same run shows
-  Placement's race (providers over capacity) within a few repeats.
+  Placement's race (providers over capacity) in about one repeat in ten (``make chaos`` only).
 """
 
 from __future__ import annotations
@@ -173,10 +173,15 @@ async def test_tight_cloud_three_schedulers_never_overcommit(amqp_url: str) -> N
 
 
 # Placement's race is a matter of timing: a run shows it or not as a whole (the three daemons'
-# first claims race or go one after another), in about half of the runs on this machine.
-RACE_ROUNDS = 12
+# first claims race or go one after another). On 2026-11-27 it showed in about one round in
+# ten (9 rounds alone on a quiet machine; none of 12 in one full suite; within 1 to 3 in three
+# others), each round about 10 s: a chance, not a check, so it runs in ``make chaos``. Placement's
+# race itself stays in ``make test``: test_overcommit_real.py's guard-off rounds and its two
+# racers made certain.
+RACE_ROUNDS = 40
 
 
+@pytest.mark.chaos_big
 async def test_tight_cloud_without_the_guard_shows_the_race(amqp_url: str) -> None:
     """Hosts of one slot each: the three schedulers rank hosts alike, so calls they take at
     the same moment claim the same host, and every such pair is Placement's race (a host of
