@@ -59,10 +59,9 @@ def _newest(r: Sequence[Any]) -> datetime | None:
     return max(stamps) if stamps else None
 
 
-async def old_read_stamped(
-    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
-) -> readers.ServicesRead:
-    """``read_stamped`` before heartbeats were read narrow: every moved row read whole."""
+def _moved_ids(index: CellIndex, changed: Sequence[Any], seen: Any) -> list[int]:
+    """The old reads' rule: a row moved when its stamps differ from those applied, or its
+    newest stamp falls in the second of the last read (whole-second stamps)."""
     known: dict[int, Any] = index.service_stamps
     since = None if seen is None else seen.replace(microsecond=0)
 
@@ -72,7 +71,14 @@ async def old_read_stamped(
         newest = _newest(r)
         return since is not None and newest is not None and newest >= since
 
-    want = [r[0] for r in changed if moved(r)]
+    return [r[0] for r in changed if moved(r)]
+
+
+async def old_read_stamped(
+    db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
+) -> readers.ServicesRead:
+    """``read_stamped`` before heartbeats were read narrow: every moved row read whole."""
+    want = _moved_ids(index, changed, seen)
     rows = await db.fetch(db.sql.services_by_id, want) if want else []
     read = await readers.services_read(index, rows)
     stamps: dict[int, Any] = read.stamps
@@ -107,16 +113,7 @@ def before_beat_rows(index: CellIndex, rows: Sequence[Any]) -> readers.BeatRows:
 async def before_read_stamped(
     db: NovaDatabase, index: CellIndex, changed: Sequence[Any], seen: Any = None
 ) -> readers.ServicesRead:
-    known: dict[int, Any] = index.service_stamps
-    since = None if seen is None else seen.replace(microsecond=0)
-
-    def moved(r: Sequence[Any]) -> bool:
-        if known.get(r[0]) != (r[1], r[2], r[3]):
-            return True
-        newest = _newest(r)
-        return since is not None and newest is not None and newest >= since
-
-    want = [r[0] for r in changed if moved(r)]
+    want = _moved_ids(index, changed, seen)
     if not want:
         return readers.ServicesRead([], {})
     narrow = _NARROW_BEFORE.format(sig=_signature(PG_SYNTAX))
