@@ -213,14 +213,20 @@ async def claimed(dsn: str, uuids: list[str]) -> int:
         await conn.close()
 
 
+def metrics_text(port: int) -> str:
+    """The daemon's /metrics page (OSError when it cannot be read)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text: str = r.read().decode()
+    return text
+
+
 def phase_sums(port: int) -> dict[str, tuple[float, float]]:
     """(seconds, requests) of each select_destinations phase so far (candidates: the fresh
     services reads and the candidates; decide; claim; reply), from the daemon's /metrics."""
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            text = r.read().decode()
+        text = metrics_text(port)
     except OSError:
         return {}
     name = "asyncsched_select_destinations_phase_seconds_"
@@ -250,11 +256,8 @@ def phase_means_ms(
 def refresh_means(port: int) -> dict[str, Any]:
     """Mean and count of the host-state passes by kind (full/incremental), over every cell,
     from the daemon's /metrics."""
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            text = r.read().decode()
+        text = metrics_text(port)
     except OSError as exc:
         return {"error": str(exc)}
     sums: dict[str, list[float]] = {}
