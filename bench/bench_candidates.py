@@ -590,6 +590,7 @@ def daemon_texts(
         scheduler_host=f"bench-{uuidlib.uuid4().hex[:6]}",
         refresh_interval=2.0,  # the health file is written on each host-state refresh
         full_resync_interval=3600.0,
+        service_down_time=60,  # nova's default: the computes beat (``heartbeat``) as in a cloud
         drain_timeout=30.0,
     )
     base = config_file_text(config)
