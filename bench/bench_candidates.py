@@ -223,8 +223,9 @@ def metrics_text(port: int) -> str:
 
 
 def phase_sums(port: int) -> dict[str, tuple[float, float]]:
-    """(seconds, requests) of each select_destinations phase so far (candidates: the fresh
-    services reads and the candidates; decide; claim; reply), from the daemon's /metrics."""
+    """(seconds, requests) of each select_destinations phase so far (candidates, and of it
+    services: the wait for the fresh services reads after the candidates came; decide; claim;
+    reply), from the daemon's /metrics."""
     try:
         text = metrics_text(port)
     except OSError:

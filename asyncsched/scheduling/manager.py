@@ -50,6 +50,8 @@ class Offer:
     spec: RequestSpec  # after the pre-filters
     version: str | None  # the allocation requests' microversion (None: no Placement query)
     claims: bool  # False on rebuild: every cached host is a candidate, nothing is claimed
+    # seconds waited, after Placement answered, for the services reads begun for the request
+    services_wait: float = 0.0
 
 
 class SchedulerManager(Strategy):
@@ -161,6 +163,7 @@ class SchedulerManager(Strategy):
             hosts = offer.hosts
             t1 = time.perf_counter()
             recorder.phase("candidates", t1 - t0)
+            recorder.phase("services", offer.services_wait)  # a part of candidates
             run = self.request_run(ctx, offer, engine)
             result = await run.run(instance_uuids, return_alternates)
             recorder.phase("decide", time.perf_counter() - t1 - run.claim_wait)
@@ -239,9 +242,12 @@ class SchedulerManager(Strategy):
         if not cands.allocation_requests:
             LOG.debug("Got no allocation candidates from the Placement API.")
             raise NoValidHost(reason="")
+        waited = time.perf_counter()
         await fresh  # services as of this request, as nova reads them (ComputeFilter)
+        waited = time.perf_counter() - waited
         states, per_host = self._host_view(spec, cands)
-        return Offer(engine.start(states, per_host), spec, str(cands.version), True)
+        hosts = engine.start(states, per_host)
+        return Offer(hosts, spec, str(cands.version), True, services_wait=waited)
 
     def _host_view(
         self, spec: RequestSpec, cands: Candidates

@@ -30,7 +30,7 @@ async def test_a_multi_create_reports_its_phases_and_instances() -> None:
     mgr, _, rec = manager(cloud(4))
     spec, uuids = boot(3)
     await mgr.select_destinations(CTX, spec, uuids, True, True)
-    assert [p for p, _ in rec.named("phase")] == ["candidates", "decide", "claim"]
+    assert [p for p, _ in rec.named("phase")] == ["candidates", "services", "decide", "claim"]
     assert all(seconds >= 0 for _, seconds in rec.named("phase"))
     assert rec.named("scheduled") == [(3,)]
     assert rec.named("no_valid_host") == [] and rec.named("rollback") == []
