@@ -47,7 +47,15 @@ from asyncsched.placement.client import PlacementClient
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import LocalCandidates
 from asyncsched.state.placement_mirror import PlacementMirror
-from bench.cpu_share import CpuMeter, Pids, me, pg_backends_of, pg_connections, tree
+from bench.cpu_share import (
+    CpuMeter,
+    Pids,
+    machine_busy_s,
+    me,
+    pg_backends_of,
+    pg_connections,
+    tree,
+)
 from bench.nova_seed import copy_hosts, copy_instances
 from bench.placement_seed import (
     INSTANCE,
@@ -320,6 +328,7 @@ def meter_parties(server: PlacementServer, serve: Serve | None = None) -> CpuMet
         "placement": placement,
         "placement_pg": lambda: pg_backends_of(placement()),
         "bench": me,
+        "bench_pg": lambda: pg_backends_of(me()),  # the computes' heartbeat UPDATEs, mostly
     }
     if serve is not None:
         parties["daemon"] = lambda: [serve.proc.pid] if serve.proc else []
@@ -366,10 +375,16 @@ def run_mode(
         )
         single_n = args.single if mode.startswith("mirror") else args.get_single
         callers.boot(1)  # warm: connections, first query
-        # the daemon's CPU with no boots: refreshes and the computes' heartbeats
+        # the daemon's CPU with no boots: refreshes and the computes' heartbeats; and what
+        # every party and the whole machine take then (the cloud's fixed cost)
+        idle = meter_parties(server, serve)
+        busy0 = machine_busy_s()
         c0, w0 = serve.cpu_s(), time.monotonic()
         time.sleep(args.idle)
-        out["idle_cpu_ms_per_s"] = (serve.cpu_s() - c0) / (time.monotonic() - w0) * 1000
+        span = time.monotonic() - w0
+        out["idle_cpu_ms_per_s"] = (serve.cpu_s() - c0) / span * 1000
+        out["idle_ms_per_s"] = {k: round(v / span * 1000, 1) for k, v in idle.stop().items()}
+        out["idle_ms_per_s"]["machine"] = round((machine_busy_s() - busy0) / span * 1000, 1)
         phases = phase_sums(args.admin_port)
         lat = [callers.boot(1)[0] for _ in range(single_n)]
         out["single_phase_ms"] = phase_means_ms(phases, phase_sums(args.admin_port))
@@ -811,6 +826,10 @@ def report_targets(
         f"  CPU ms per boot, {args.boots} boots from {args.callers} callers: "
         f"{json.dumps(m.get('cpu_ms_per_boot'))}; per claim of the PUT floor at "
         f"{args.callers}: {json.dumps(getattr(args, 'floor_cpu_ms', None))}"
+    )
+    print(
+        f"  CPU ms a second with no boots ({args.idle:g} s; the cloud's fixed cost): "
+        f"{json.dumps(m.get('idle_ms_per_s'))}"
     )
     print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 

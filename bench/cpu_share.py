@@ -80,6 +80,12 @@ class CpuMeter:
         return out
 
 
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (every core: not idle, not waiting)."""
+    t = psutil.cpu_times()
+    return float(t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0))
+
+
 def me() -> list[int]:
     return [os.getpid()]
 
