@@ -8,6 +8,7 @@ its set and a trait's mask is one lookup per distinct set.
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,11 @@ from asyncsched.state.placement_mirror import MirrorState, Provider
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.intp]
+
+#: roots built into an answer between two turns given to the event loop (about 40 ms of CPU
+#: at 20 us a root; a class column's row costs a quarter of that): a build over 100,000 roots
+#: must not hold the loop for seconds (issue #24)
+BUILD_CHUNK = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,19 +142,34 @@ class RootColumns:
     def resource(self, rc: str) -> ClassColumns:
         cols = self._classes.get(rc)
         if cols is None:
-            n = len(self.roots)
-            cols = ClassColumns(
-                np.zeros(n, dtype=bool),
-                np.zeros(n, dtype=np.float64),
-                np.zeros(n, dtype=np.int64),
-                np.zeros(n, dtype=np.int64),
-                np.zeros(n, dtype=np.int64),
-                np.ones(n, dtype=np.int64),
-            )
-            for i, p in enumerate(self.roots):
-                _set_row(cols, i, p, rc)
-            self._classes[rc] = cols
+            for _ in self.build(rc):
+                pass
+            cols = self._classes[rc]
         return cols
+
+    def prepare(self, classes: Iterable[str]) -> Generator[None, None, None]:
+        """The columns of ``classes`` built, a step (a yield) every ``4 * BUILD_CHUNK``
+        rows: the first request over 100,000 roots builds them."""
+        for rc in classes:
+            if rc not in self._classes:
+                yield from self.build(rc)
+
+    def build(self, rc: str) -> Generator[None, None, None]:
+        n = len(self.roots)
+        cols = ClassColumns(
+            np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=np.float64),
+            np.zeros(n, dtype=np.int64),
+            np.zeros(n, dtype=np.int64),
+            np.zeros(n, dtype=np.int64),
+            np.ones(n, dtype=np.int64),
+        )
+        chunk = 4 * BUILD_CHUNK
+        for i, p in enumerate(self.roots):
+            if i % chunk == chunk - 1:
+                yield
+            _set_row(cols, i, p, rc)
+        self._classes.setdefault(rc, cols)  # one built meanwhile by another caller stays
 
     def trait(self, name: str) -> BoolArray:
         """Roots having trait ``name``."""

@@ -23,7 +23,8 @@ Placement.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import asyncio
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling.candidates import columns as build
 from asyncsched.scheduling.candidates.columns import BoolArray, IntArray, RootColumns
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
@@ -41,6 +43,9 @@ Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed,
 AREQ_SHAPES = 4
 #: answers (without this process's pending claims) kept per state, by query string
 ANSWERS = 8
+Answer = tuple[Candidates, BoolArray, list[Provider]]
+#: a build in steps: it yields where the loop may take a turn, and returns its value
+Steps = Generator[None, None, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +93,8 @@ class LocalCandidates:
         self._columns: RootColumns | None = None
         # the answer without pending claims, per query string, for self._answers_of only
         self._answers_of: MirrorState | None = None
-        self._answers: dict[str, tuple[Candidates, BoolArray, list[Provider]]] = {}
-        self._prior: tuple[
-            MirrorState | None, dict[str, tuple[Candidates, BoolArray, list[Provider]]]
-        ] = (None, {})
+        self._answers: dict[str, Answer] = {}
+        self._prior: tuple[MirrorState | None, dict[str, Answer]] = (None, {})
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
@@ -110,39 +113,69 @@ class LocalCandidates:
     def compute(
         self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
     ) -> Candidates | Fallback:
+        """The answer, built in one piece (no event loop needed)."""
+        steps = self._steps(state, request, pending)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                got: Candidates | Fallback = done.value
+                return got
+
+    async def compute_async(
+        self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
+    ) -> Candidates | Fallback:
+        """The same answer as :meth:`compute`, giving the event loop a turn every
+        ``columns.BUILD_CHUNK`` roots of a full build (issue #24: no hold of 100 ms at
+        100,000 roots)."""
+        steps = self._steps(state, request, pending)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                got: Candidates | Fallback = done.value
+                return got
+            await asyncio.sleep(0)
+
+    def _steps(
+        self, state: MirrorState, request: ResourceRequest, pending: Pending | None
+    ) -> Steps:
         g = shape(request, state)
         if isinstance(g, Fallback):
             return g
         pending = pending or {}
         if self._reuse:
-            return self._reused(state, request, g, pending)
-        return self._compute(state, request, g, pending)[0]
+            return (yield from self._reused(state, request, g, pending))
+        return (yield from self._compute(state, request, g, pending))[0]
 
     def _reused(
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
-    ) -> Candidates:
+    ) -> Steps:
         """The state's answer for this query (computed once per state, with no pending claim),
         patched with this process's pending claims: a request over 10,000 unchanged hosts
         then costs what the pending claims touch, not a pass over every host. A new state
         (every refresh while claims land) patches the previous state's answer with the roots
-        that changed, unless a root joined the answer (then it is built anew, in order)."""
+        that changed, unless a root joined the answer (then it is built anew, in order).
+
+        A build may give the loop turns: the answers are kept in the dict of the state it
+        began on (another request may move ``self`` to a newer state meanwhile)."""
         if self._answers_of is not state:
             self._prior = (self._answers_of, self._answers)
             self._answers_of, self._answers = state, {}
+        answers = self._answers
         key = request.to_querystring()
-        kept = self._answers.get(key)
+        kept = answers.get(key)
         if kept is None:
-            if len(self._answers) >= ANSWERS:
-                del self._answers[next(iter(self._answers))]
             prior_state, prior = self._prior
             before = prior.get(key)
-            kept = None
             if before is not None and prior_state is not None:
                 kept = self._patched(prior_state, state, request, g, before)
                 self.patched += kept is not None
             if kept is None:
-                kept = self._compute(state, request, g, {})
-            self._answers[key] = kept
+                kept = yield from self._compute(state, request, g, {})
+            if len(answers) >= ANSWERS and key not in answers:
+                del answers[next(iter(answers))]
+            answers[key] = kept
         base = kept[0]
         return with_pending(state, base, g, pending, self._dropping) if pending else base
 
@@ -167,11 +200,14 @@ class LocalCandidates:
 
     def _compute(
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
-    ) -> tuple[Candidates, BoolArray, list[Provider]]:
+    ) -> Steps:
+        """The full answer (an :data:`Answer`), in steps."""
+        yield from self.columns(state).prepare(sorted(g.resources))
         cols, mask, wanted = self._mask(state, request, g, pending)
         roots = cols.roots
         anchored = [roots[i] for i in np.flatnonzero(mask).tolist()]
-        return self._candidates(state, anchored, wanted, pending), mask, roots
+        got = yield from self._candidates(state, anchored, wanted, pending)
+        return got, mask, roots
 
     def _mask_after(
         self,
@@ -202,8 +238,8 @@ class LocalCandidates:
         state: MirrorState,
         request: ResourceRequest,
         g: RequestGroup,
-        before: tuple[Candidates, BoolArray, list[Provider]],
-    ) -> tuple[Candidates, BoolArray, list[Provider]] | None:
+        before: Answer,
+    ) -> Answer | None:
         """``before`` (the answer over ``prior_state``) brought to ``state``: the roots that
         left are dropped, the changed ones that stay get new summaries. None when that is
         not the same answer as a fresh one (trees, other roots, a root that joined)."""
@@ -245,7 +281,9 @@ class LocalCandidates:
         anchored: list[Provider],
         wanted: tuple[tuple[str, int], ...],
         pending: Pending,
-    ) -> Candidates:
+    ) -> Steps:
+        """The :class:`Candidates` of ``anchored`` in their order, a step every
+        ``columns.BUILD_CHUNK`` roots."""
         made = self._areqs.pop(wanted, None)
         if made is None:
             made = {}
@@ -257,7 +295,9 @@ class LocalCandidates:
         by_rp: dict[str, list[dict[str, Any]]] = {}
         summaries: dict[str, Any] = {}
         providers, cache, trees = state.providers, self._summaries, state.has_trees
-        for root in anchored:
+        for n, root in enumerate(anchored, 1):
+            if n % build.BUILD_CHUNK == 0:
+                yield
             u = root.uuid
             one = made.get(u)
             if one is None:

@@ -105,7 +105,7 @@ class CandidateSource:
             if state is not None:
                 t0 = time.perf_counter()
                 local = self._for_mirror(request)
-                got = self._local.compute(state, local, mirror.pending_usage())
+                got = await self._local.compute_async(state, local, mirror.pending_usage())
                 self._local_ms = (time.perf_counter() - t0) * 1000
                 if not isinstance(got, Fallback):
                     self._count(MIRROR, None)
