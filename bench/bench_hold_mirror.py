@@ -10,15 +10,19 @@ CPU, GC paused), printed beside the call's whole CPU time in the same run, for:
 * ``joined``: the first request after a refresh where a root joined the answer (a host was
   full, a delete freed it: the answer is built anew);
 * ``boot``: one boot on a state whose answer is kept;
+* ``touched``: one boot after every host was touched (as the heartbeats of 100,000 computes
+  leave every column row stale);
 * ``multi``: one call of ``--instances`` instances;
 * ``boots``: ``--boots`` one-instance boots in a row, the mirror refreshed every 20 (the hot
   path: its CPU is the mean per boot, its hold the longest of any; no candidates alone).
 
 Each step is measured twice: the whole call, and the candidates call alone
 (``get_allocation_candidates`` on a fresh copy of the same condition). A/B in the same run:
-``old`` builds in one piece (``columns.BUILD_CHUNK`` set past any cloud), ``new`` gives the
-loop a turn every ``columns.BUILD_CHUNK`` roots of an answer (and four times as many rows of
-a class column). CPU times are the loop thread's; the machine is shared.
+``old`` builds in one piece (every size in ``SIZES`` set past any cloud), ``new`` gives the
+loop a turn every ``columns.BUILD_CHUNK`` roots of an answer (four times as many rows of a
+class column), every ``WRITE_CHUNK`` host rows, ``JUDGE_CHUNK`` hosts judged by a filter,
+``VIEW_CHUNK`` hosts looked up, and after each filter over ``FILTER_YIELD_HOSTS`` hosts.
+CPU times are the loop thread's; the machine is shared.
 
     .venv/bin/python -m bench.bench_hold_mirror [--hosts 100000] [--instances 1000] [--boots 60]
 """
@@ -38,6 +42,8 @@ from typing import Any
 from asyncsched.conf.options import Config
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
+from asyncsched.scheduling import columns as host_columns
+from asyncsched.scheduling import engine, manager, verdicts
 from asyncsched.scheduling.candidates import LocalCandidates, columns
 from asyncsched.scheduling.manager import SchedulerManager
 from bench.bench_decision_mirror import CTX, AcceptAll, Mirror, TableCache, Timed, nova_hosts
@@ -45,7 +51,15 @@ from bench.bench_decision_mirror import nova_spec as boot_spec
 from bench.synthetic_cloud import NOW, make_cloud
 from tests.support.loop_gap import max_gap_while
 
-STEPS = ("cold", "joined", "boot", "multi", "boots")
+#: the sizes of the pieces between two turns given to the loop; "old" sets them past any cloud
+SIZES = (
+    (columns, "BUILD_CHUNK"),
+    (host_columns, "WRITE_CHUNK"),
+    (engine, "FILTER_YIELD_HOSTS"),
+    (verdicts, "JUDGE_CHUNK"),
+    (manager, "VIEW_CHUNK"),
+)
+STEPS = ("cold", "joined", "boot", "touched", "multi", "boots")
 
 
 class Seen(Timed):
@@ -79,6 +93,7 @@ class Cloud:
         self.mgr = SchedulerManager(
             Config(), TableCache(hosts, aggs), self.source, clock=lambda: NOW
         )
+        self.hosts = hosts
         self.rng = random.Random(3)
         self.full = 0
 
@@ -96,6 +111,10 @@ class Cloud:
 
     def cold(self) -> None:
         self.source._local = LocalCandidates()
+
+    async def touched(self) -> None:
+        for h in self.hosts:
+            h.touch()
 
     async def joined(self) -> None:
         """A host full on one state (out of the answer), freed on the next: it joins."""
@@ -146,6 +165,7 @@ async def variant(n: int, num: int, count: int) -> dict[str, Held]:
             "cold": await held(cloud, cold, 1),
             "joined": await held(cloud, cloud.joined, 1),
             "boot": await held(cloud, nothing, 1),
+            "touched": await held(cloud, cloud.touched, 1),
             "multi": await held(cloud, nothing, num),
             "boots": await boots(cloud, count),
         }
@@ -154,14 +174,16 @@ async def variant(n: int, num: int, count: int) -> dict[str, Held]:
 
 
 async def measure(n: int, num: int, count: int) -> None:
-    chunk = columns.BUILD_CHUNK
     got: dict[str, dict[str, Held]] = {}
-    for name, size in (("old", 1 << 62), ("new", chunk)):
-        columns.BUILD_CHUNK = size
+    new = [getattr(m, name) for m, name in SIZES]
+    for variant_name, sizes in (("old", [1 << 62] * len(SIZES)), ("new", new)):
+        for (m, name), size in zip(SIZES, sizes, strict=True):
+            setattr(m, name, size)
         try:
-            got[name] = await variant(n, num, count)
+            got[variant_name] = await variant(n, num, count)
         finally:
-            columns.BUILD_CHUNK = chunk
+            for (m, name), size in zip(SIZES, new, strict=True):
+                setattr(m, name, size)
     print(f"{n} providers, multi = {num} instances; longest loop hold and CPU, ms (old/new)")
     print(f"{'step':7} {'call hold':>15} {'call cpu':>15} {'cands hold':>15} {'cands cpu':>15}")
     for step in STEPS:

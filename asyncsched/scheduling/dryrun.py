@@ -244,6 +244,9 @@ class TracedHosts(RequestHosts):
             self._remember(spec)
         return left
 
+    async def filter_async(self, spec: RequestSpec, index: int) -> int:
+        return self.filter(spec, index)
+
     def pick(self, spec: RequestSpec) -> Ordering:
         if self.first is None:  # forced hosts: no filter ran
             self._remember(spec)
@@ -303,6 +306,12 @@ class ScratchEngine(DecisionEngine):
         fields = {f.name: getattr(hosts, f.name) for f in dataclasses.fields(RequestHosts)}
         self.traced = TracedHosts(**fields)
         return self.traced
+
+    async def start_async(
+        self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
+    ) -> RequestHosts:
+        """:meth:`start` on copies (``prepare`` has built their rows with turns given)."""
+        return self.start(states, cands)
 
 
 class DryRunManager(SchedulerManager):

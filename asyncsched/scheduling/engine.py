@@ -17,9 +17,10 @@ list carried to the next instance keeps its original order instead of nova's
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
@@ -50,6 +51,10 @@ Reasons = dict[str, Counter[str]]
 
 #: shared and never mutated: a host's list is copied before a plugin may prune it.
 _NO_CANDIDATES: list[dict[str, Any]] = []
+#: a filter step over at least this many hosts is followed by a turn given to the event loop
+#: (:meth:`RequestHosts.filter_async`): at 100,000 hosts a step judging every host afresh
+#: (all touched by heartbeats) takes tens of ms, the steps together over 100 ms (issue #24)
+FILTER_YIELD_HOSTS = 16384
 
 
 @dataclass(slots=True)
@@ -178,6 +183,19 @@ class RequestHosts:
 
     def filter(self, spec: RequestSpec, index: int) -> int:
         """Run the enabled filters for instance ``index``; returns the hosts left."""
+        for _ in self._filter_steps(spec, index):
+            pass
+        return len(self.cur)
+
+    async def filter_async(self, spec: RequestSpec, index: int) -> int:
+        """As :meth:`filter`, a turn given to the event loop after each step over
+        ``FILTER_YIELD_HOSTS`` hosts or more."""
+        for _ in self._filter_steps(spec, index):
+            await asyncio.sleep(0)
+        return len(self.cur)
+
+    def _filter_steps(self, spec: RequestSpec, index: int) -> Generator[None, None, None]:
+        """The filters of :meth:`filter`, yielding after each one run over many hosts."""
         engine = self.engine
         rebuild = spec.is_rebuild
         for step in engine.steps:
@@ -200,7 +218,8 @@ class RequestHosts:
                 key = f.verdict_key(spec)
                 if key is not None:
                     slots = self.slots[self.cur]
-                    mask, reasons = engine.verdicts.run(f, key, spec, slots, self.states_at)
+                    steps = engine.verdicts.steps(f, key, spec, slots, self.states_at)
+                    mask, reasons = yield from steps
                 else:
                     codes = f.filter_states(self.current_states(), spec)
                     mask = np.fromiter(map(is_, codes, repeat(None)), dtype=bool, count=len(codes))
@@ -211,7 +230,8 @@ class RequestHosts:
                 mask, reasons = self._filter_candidates(f, spec)
             self._count(f.name, reasons)
             self._keep(mask, f.name)
-        return len(self.cur)
+            if len(mask) >= FILTER_YIELD_HOSTS:
+                yield
 
     def _filter_members(
         self, f: BaseHostFilter, spec: RequestSpec
@@ -515,7 +535,22 @@ class DecisionEngine:
         Both lists are the caller's, not copied (at 100,000 hosts two copies and their
         release cost more than the rest of a request's start): the caller must not change
         them while the request runs; the request changes ``cands`` only on a copy."""
-        slots = self.columns.slots(states)  # the caller's list: a kept view's rows are kept
+        return self._hosts(states, cands, self.columns.slots(states))
+
+    async def start_async(
+        self, states: Sequence[HostState], cands: Sequence[list[dict[str, Any]]] | None = None
+    ) -> RequestHosts:
+        """As :meth:`start`, the stale rows of 100,000 hosts written with turns given to
+        the event loop (issue #24)."""
+        return self._hosts(states, cands, await self.columns.slots_async(states))
+
+    def _hosts(
+        self,
+        states: Sequence[HostState],
+        cands: Sequence[list[dict[str, Any]]] | None,
+        slots: IntArray,
+    ) -> RequestHosts:
+        # slots: for the caller's list (a kept view's rows are kept)
         n = len(states)
         return RequestHosts(
             engine=self,

@@ -213,7 +213,7 @@ class RequestRun:
         """Decide one instance, consume it and submit its claim (not awaited); ``fits``
         (after a refused claim) passes over hosts whose allocation request no longer fits."""
         hosts = self.hosts
-        if not skip_filters and not hosts.filter(spec, index):
+        if not skip_filters and not await hosts.filter_async(spec, index):
             return None
         if not len(hosts):
             return None

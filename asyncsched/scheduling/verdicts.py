@@ -14,19 +14,22 @@ cost 4-5 ms per filter for the one host the last request consumed on.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.columns import BoolArray, HostColumns, IntArray
+from asyncsched.scheduling.columns import BoolArray, HostColumns, IntArray, drained
 from asyncsched.scheduling.filters.base import BaseHostFilter
 from asyncsched.state.host_state import HostState
 
 #: (filter, key) pairs kept: distinct flavors/images in recent requests, each 2 arrays per host
 KEYS = 32
+#: hosts judged afresh between two steps of :meth:`VerdictCache.steps` (every host touched by
+#: heartbeats at 100,000 hosts: one filter judged them all in ~90 ms, issue #24)
+JUDGE_CHUNK = 16384
 
 
 #: positions in the request's current hosts -> those hosts (in that order)
@@ -79,6 +82,18 @@ class VerdictCache:
         """``f.filter_states`` over the hosts at ``slots`` (``states_at(positions)`` gives
         the hosts at those positions of ``slots``), computed only where a host changed since
         its verdict for ``key`` was kept."""
+        got: tuple[BoolArray, Counter[str]] = drained(self.steps(f, key, spec, slots, states_at))
+        return got
+
+    def steps(
+        self,
+        f: BaseHostFilter,
+        key: Hashable,
+        spec: RequestSpec,
+        slots: IntArray,
+        states_at: StatesAt,
+    ) -> Generator[None, None, tuple[BoolArray, Counter[str]]]:
+        """:meth:`run`, a step (a yield) every ``JUDGE_CHUNK`` hosts judged afresh."""
         cols = self._columns
         size = max(len(cols.gen), int(slots.max()) + 1 if len(slots) else 0)
         entry = self._entries.get((f.name, key))
@@ -95,9 +110,12 @@ class VerdictCache:
         # (judged again on the next request); never a verdict for content it did not have.
         gens = cols.gen[slots]
         stale = np.flatnonzero(entry.gen[slots] != gens)
-        if len(stale):
-            at = stale.tolist()
-            entry.store(slots[stale], f.filter_states(states_at(at), spec), gens[stale])
+        for i in range(0, len(stale), JUDGE_CHUNK):
+            if i:
+                yield
+            part = stale[i : i + JUDGE_CHUNK]
+            at = part.tolist()
+            entry.store(slots[part], f.filter_states(states_at(at), spec), gens[part])
             self.computed += len(at)
         mask: BoolArray = entry.ok[slots]
         if mask.all():

@@ -23,7 +23,6 @@ Placement.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from asyncsched.placement.microversions import CANDIDATES_VERSION
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling.candidates import columns as build
 from asyncsched.scheduling.candidates.columns import BoolArray, IntArray, RootColumns
+from asyncsched.scheduling.columns import drained, stepped
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
@@ -114,13 +114,8 @@ class LocalCandidates:
         self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
     ) -> Candidates | Fallback:
         """The answer, built in one piece (no event loop needed)."""
-        steps = self._steps(state, request, pending)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                got: Candidates | Fallback = done.value
-                return got
+        got: Candidates | Fallback = drained(self._steps(state, request, pending))
+        return got
 
     async def compute_async(
         self, state: MirrorState, request: ResourceRequest, pending: Pending | None = None
@@ -128,14 +123,8 @@ class LocalCandidates:
         """The same answer as :meth:`compute`, giving the event loop a turn every
         ``columns.BUILD_CHUNK`` roots of a full build (issue #24: no hold of 100 ms at
         100,000 roots)."""
-        steps = self._steps(state, request, pending)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                got: Candidates | Fallback = done.value
-                return got
-            await asyncio.sleep(0)
+        got: Candidates | Fallback = await stepped(self._steps(state, request, pending))
+        return got
 
     def _steps(
         self, state: MirrorState, request: ResourceRequest, pending: Pending | None
@@ -313,6 +302,8 @@ class LocalCandidates:
                     hit = cache[rp_id] = (p, summary(state, p))
                 mine = pending.get(p.uuid)
                 summaries[p.uuid] = plus_pending(hit[1], mine) if mine else hit[1]
+        if len(anchored) >= build.BUILD_CHUNK:
+            yield  # the last chunk's work ends a step: the caller's next piece starts afresh
         return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)
 
 
