@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from asyncsched.scheduling.columns import drained
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 BoolArray = npt.NDArray[np.bool_]
@@ -95,13 +96,29 @@ class RootColumns:
     """Columns over the root providers of one state."""
 
     def __init__(self, state: MirrorState, roots: list[Provider] | None = None) -> None:
+        drained(self._fill(state, roots))
+
+    @classmethod
+    def built(cls, state: MirrorState) -> Generator[None, None, RootColumns]:
+        """New columns over ``state``, a step (a yield) between their parts: at 100,000
+        roots each part is a pass over every root."""
+        out = cls.__new__(cls)
+        yield from out._fill(state, None)
+        return out
+
+    def _fill(
+        self, state: MirrorState, roots: list[Provider] | None
+    ) -> Generator[None, None, None]:
         self.state = state
         self.roots: list[Provider] = (
             roots if roots is not None else [p for p in state.providers.values() if p.is_root]
         )
+        yield
         self.row: dict[int, int] = {p.id: i for i, p in enumerate(self.roots)}
         self._classes: dict[str, ClassColumns] = {}
+        yield
         self._traits = _SetColumn([p.traits for p in self.roots])
+        yield
         self._aggs = _SetColumn([p.aggregates for p in self.roots])
 
     def follow(self, state: MirrorState) -> RootColumns:

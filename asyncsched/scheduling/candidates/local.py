@@ -191,6 +191,10 @@ class LocalCandidates:
         self, state: MirrorState, request: ResourceRequest, g: RequestGroup, pending: Pending
     ) -> Steps:
         """The full answer (an :data:`Answer`), in steps."""
+        if self._columns is None:  # the first request: the columns built in steps too
+            cols = yield from RootColumns.built(state)
+            if self._columns is None:  # else another request built them meanwhile
+                self._columns = cols
         yield from self.columns(state).prepare(sorted(g.resources))
         cols, mask, wanted = self._mask(state, request, g, pending)
         roots = cols.roots
