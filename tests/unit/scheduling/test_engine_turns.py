@@ -10,12 +10,47 @@ from typing import Any
 
 import pytest
 
+from asyncsched.objects.models import Aggregate, ImageMeta, ImageMetaProps
 from asyncsched.scheduling import columns, engine, verdicts
 from asyncsched.scheduling.engine import DecisionEngine
-from tests.unit.scheduling.test_engine_kept_state import SPEC, cloud, decide
-from tests.unit.scheduling.test_engine_kept_state import engine as make_engine
+from asyncsched.state.host_state import ChangeLog, HostState
+from bench.synthetic_cloud import NOW, make_cloud, pipeline
+from tests.support.sched_helpers import config, spec
 
 HOSTS = 200
+CONF = config(filter_scheduler={"host_subset_size": 1})
+SPEC = spec(  # ImagePropertiesFilter and ComputeCapabilitiesFilter judge every host
+    memory_mb=2048,
+    vcpus=2,
+    root_gb=20,
+    extra_specs={"capabilities:hypervisor_type": "QEMU"},
+    image=ImageMeta(id="i", properties=ImageMetaProps(hw_architecture="x86_64")),
+)
+
+
+def make_engine() -> DecisionEngine:
+    filters, weighers = pipeline(CONF)
+    return DecisionEngine(CONF, filters, weighers, clock=lambda: NOW, rng=random.Random(0))
+
+
+def cloud(n: int, seed: int) -> tuple[list[HostState], list[Aggregate]]:
+    """``n`` hosts on one ChangeLog, as the daemon's HostTable has them."""
+    states, aggs = make_cloud(n, random.Random(seed), overrides=True)
+    log = ChangeLog()
+    for h in states:
+        h.changes = log
+    return states, aggs
+
+
+def decide(
+    eng: DecisionEngine, states: list[HostState], aggs: list[Aggregate]
+) -> tuple[list[str], None]:
+    """The first ten hosts in pick order, by the one-piece path."""
+    eng.set_aggregates(aggs)
+    rh = eng.start(states)
+    if not rh.filter(SPEC, 0):
+        return [], None
+    return [states[i].host for i in list(rh.pick(SPEC).indices())[:10]], None
 
 
 async def turns_while(coro: Awaitable[Any]) -> tuple[Any, int]:
