@@ -52,9 +52,9 @@ from asyncsched.state.cache import HostStateCache
 from asyncsched.state.db import NovaDatabase
 from asyncsched.state.dialect import POSTGRES as PG_SYNTAX
 from asyncsched.state.index import CellIndex
-from asyncsched.state.refresher import Refresher
 from asyncsched.state.rows import aware
 from asyncsched.state.sql import CHUNK, _signature
+from asyncsched.state.sweep import Sweeps
 from bench.bench_hoststate import seed
 from tests.support.nova_db import NovaDB, utcnow
 from tests.support.sched_helpers import config
@@ -181,12 +181,12 @@ def mode(name: str) -> Iterator[None]:
         yield
         return
     if name == "old":
-        saved_due = Refresher._sweep_due
-        setattr(Refresher, "_sweep_due", lambda self, cell: True)  # noqa: B010
+        saved_due = Sweeps.due
+        setattr(Sweeps, "due", lambda self, cell: True)  # noqa: B010
         try:
             yield
         finally:
-            setattr(Refresher, "_sweep_due", saved_due)  # noqa: B010
+            setattr(Sweeps, "due", saved_due)  # noqa: B010
         return
     saved = readers.read_services, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
     setattr(readers, "read_services", before_read_services(name == "before"))  # noqa: B010

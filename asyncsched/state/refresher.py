@@ -26,7 +26,7 @@ from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.models import Aggregate, CellMapping
 from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.fresh import after_refresh, held_expired, hold, renew_held, sweep_interval
+from asyncsched.state.fresh import after_refresh
 from asyncsched.state.images import (
     CellImages,
     ImageProps,
@@ -34,9 +34,10 @@ from asyncsched.state.images import (
     read_image_props,
     read_props_of,
 )
-from asyncsched.state.readers import CellRead, Held, ServicesPlan, read_cell
+from asyncsched.state.readers import read_cell
 from asyncsched.state.rows import image_props_wanted
 from asyncsched.state.sql import WATERMARK_OVERLAP
+from asyncsched.state.sweep import Sweeps
 from asyncsched.state.table import Cell, HostTable
 
 LOG = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Refresher:
         self._cells = table.cells  # the same dict, shorter
         self._clock = table.live.clock
         self._recorder = recorder
+        self._sweeps = Sweeps(table)
         self._rng = random.Random()
         self.api: NovaDatabase | None = None
         self._api_fp: dict[str, str] = {}
@@ -343,10 +345,10 @@ class Refresher:
             full = full or cell.watermark is None
             db, index = cell.db, cell.index
             wm = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
-            sweep = not full and self._sweep_due(cell)
+            sweep = not full and self._sweeps.due(cell)
             started = time.perf_counter()
             try:
-                plan = await self._services_plan(cell, full=full, sweep=sweep)
+                plan = await self._sweeps.plan(cell, full=full, sweep=sweep)
                 read = await read_cell(db, index, cell.uuid, None if full else wm, plan)
             except DatabaseUnavailable as exc:
                 db.mark_failed(exc)
@@ -382,7 +384,7 @@ class Refresher:
                 self._metrics["full_resyncs"] += 1
             cell.watermark = read.db_now
             after_refresh(cell.fresh, read.db_now)
-            await self._after_services(cell, read, every_beat=full or sweep)
+            await self._sweeps.after(cell, read, every_beat=full or sweep)
             if sweep:
                 self._metrics["beat_sweeps"] += 1
             cell.loaded = True
@@ -390,47 +392,6 @@ class Refresher:
             self._metrics["refresh_passes"] += 1
             db.mark_ok()
             self._record_pass(cell.mapping.name or cell.uuid, full, started, ok=True)
-
-    def _sweep_due(self, cell: Cell) -> bool:
-        """Every beat of the cell is read again (``fresh.sweep_interval``)."""
-        if cell.sweep_mark is None or cell.swept_at is None:
-            return True
-        down_time = float(self._config.default.service_down_time)
-        return self._clock() - cell.swept_at >= sweep_interval(down_time)
-
-    async def _services_plan(self, cell: Cell, *, full: bool, sweep: bool) -> ServicesPlan:
-        """A sweep reads every beat changed since the previous one; a pass between reads only
-        the rows that can change a verdict, given held sets renewed if their horizon passed."""
-        if full:
-            return ServicesPlan()
-        if sweep:
-            assert cell.sweep_mark is not None  # _sweep_due
-            return ServicesPlan(since=cell.sweep_mark - WATERMARK_OVERLAP)
-        fresh = cell.fresh
-        if held_expired(fresh):
-            await self._renew_held(cell, read_entered=True)
-        return ServicesPlan(held=Held(list(fresh.disabled), list(fresh.forced), list(fresh.silent)))
-
-    async def _after_services(self, cell: Cell, read: CellRead, *, every_beat: bool) -> None:
-        """After a read of every beat (full pass, sweep) the held sets are recomputed; after
-        a pass between, the rows it read are held as they are now."""
-        self._metrics["pass_service_rows"] += len(read.services)
-        if every_beat:
-            cell.sweep_mark, cell.swept_at = read.db_now, self._clock()
-            await self._renew_held(cell, read_entered=False)
-            return
-        for _, _, svc in read.services:
-            if svc is not None:
-                hold(cell.fresh, svc)
-
-    async def _renew_held(self, cell: Cell, *, read_entered: bool) -> None:
-        await renew_held(
-            cell,
-            self._table,
-            float(self._config.default.service_down_time),
-            self._config.asyncsched.refresh_interval,
-            read_entered=read_entered,
-        )
 
     async def reload_host_instances(self, cell: Cell, host: str) -> None:
         """Re-read one host's instance uuids from its cell (nova's _recreate_instance_info)."""
