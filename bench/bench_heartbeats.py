@@ -12,7 +12,11 @@ Modes (``--modes``), alternately in one run on one database, so all see the same
 * **swap**: this tree (``state/beats.py``): the changed rows' stamps read as one text a row
   with the recent ones flagged by the database, a heartbeat read narrow (``services_beats``,
   its beat aware from PostgreSQL) and swapping the service without a touch, a row read again
-  unchanged giving the ServiceInfo held;
+  unchanged giving the ServiceInfo held; the passes read no beat of a host held up, a sweep
+  reads every beat every min(service_down_time / 4, 15 s) = 15 s here;
+* **old**: this tree with every incremental pass a sweep: every beat of the watermark's
+  overlap read by every pass and the held sets recomputed each time, as before the sweep
+  (``fresh.sweep_interval``);
 * **before**: the same at 5e4ef54: three timestamps a row compared in Python, every
   heartbeat row read narrow made a new ServiceInfo, a coroutine a swapped host;
 * **touch**: before heartbeats were read narrow or swapped: every changed row read whole,
@@ -21,7 +25,8 @@ Modes (``--modes``), alternately in one run on one database, so all see the same
 
 Figures are CPU time of this process (``time.process_time``: the load changes them far
 less than wall time): per refresh pass, per request, per second of the phase; and the
-touches a second. Run:
+touches a second; the refresher's CPU a second (its passes' CPU over the phase's wall time).
+Run:
 ``.venv/bin/python -m bench.bench_heartbeats [--phase 70 --rounds 2 --modes swap,before]``.
 """
 
@@ -49,6 +54,7 @@ from asyncsched.state.dialect import POSTGRES as PG_SYNTAX
 from asyncsched.state.index import CellIndex
 from asyncsched.state.rows import aware
 from asyncsched.state.sql import CHUNK, _signature
+from asyncsched.state.sweep import Sweeps
 from bench.bench_hoststate import seed
 from tests.support.nova_db import NovaDB, utcnow
 from tests.support.sched_helpers import config
@@ -156,7 +162,7 @@ def before_read_services(narrow: bool) -> Any:
     saved = readers.read_services
 
     async def read(
-        db: NovaDatabase, index: CellIndex, since: Any, seen: Any = None
+        db: NovaDatabase, index: CellIndex, since: Any, seen: Any = None, held: Any = None
     ) -> readers.ServicesRead:
         if since is None:
             return await saved(db, index, since, seen)
@@ -173,6 +179,14 @@ def mode(name: str) -> Iterator[None]:
     heartbeats were read narrow or swapped. Patched in for the phase."""
     if name == "swap":
         yield
+        return
+    if name == "old":
+        saved_due = Sweeps.due
+        setattr(Sweeps, "due", lambda self, cell: True)  # noqa: B010
+        try:
+            yield
+        finally:
+            setattr(Sweeps, "due", saved_due)  # noqa: B010
         return
     saved = readers.read_services, table.swap_beat, table.HostTable.swap_services  # type: ignore[attr-defined]
     setattr(readers, "read_services", before_read_services(name == "before"))  # noqa: B010
@@ -238,6 +252,7 @@ async def phase(
         "pass_cpu_ms": statistics.mean(passes) * 1000,
         "request_cpu_ms": statistics.mean(requests) * 1000,
         "cpu_ms_per_s": cpu / wall * 1000,
+        "refresh_ms_per_s": sum(passes) / wall * 1000,
         "touches_per_s": (sum(h.generation for h in hosts) - gen0) / wall,
         "hosts_up_min": float(min(up)),
     }
@@ -266,6 +281,7 @@ async def run(args: argparse.Namespace) -> None:
                     print(
                         f"round {r + 1} {name:5}: pass {got['pass_cpu_ms']:.1f} ms CPU, "
                         f"request column step {got['request_cpu_ms']:.2f} ms CPU, "
+                        f"refresher {got['refresh_ms_per_s']:.1f} ms CPU/s, "
                         f"{got['cpu_ms_per_s']:.0f} ms CPU/s in all, "
                         f"{got['touches_per_s']:.0f} touches/s, "
                         f"hosts up (min) {got['hosts_up_min']:.0f}/{len(uuids)}",
@@ -283,8 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--modes",
         default="swap,touch",
-        help="comma-separated, alternated each round: swap (this tree), before (the narrow"
-        " read as at 5e4ef54), touch (before heartbeats were read narrow or swapped)",
+        help="comma-separated, alternated each round: swap (this tree), old (every beat read"
+        " by every pass, as before the sweep), before (the narrow read as at 5e4ef54), touch"
+        " (before heartbeats were read narrow or swapped)",
     )
     ap.add_argument(
         "--gc",

@@ -328,6 +328,10 @@ HOST_STATE = Part[HostStateHealth](lambda s: s.part("hoststate", HostStateHealth
                "Claimed consumptions not yet reported by the computes."),
     _HostState(lambda h: h.full_resyncs, "asyncsched_host_state_full_resyncs",
                "Full reloads of a cell.", counter=True),
+    _HostState(lambda h: h.beat_sweeps, "asyncsched_host_state_beat_sweeps",
+               "Refresh passes of a cell that read every heartbeat.", counter=True),
+    _HostState(lambda h: h.pass_service_rows, "asyncsched_host_state_pass_service_rows",
+               "Services rows applied by the refresh passes.", counter=True),
 ))
 MIRROR = Part[MirrorHealth](lambda s: s.part("placement_mirror", MirrorHealth), (
     _Mirror(lambda h: h.age_s, "asyncsched_placement_mirror_age_seconds",

@@ -82,6 +82,8 @@ class HostStateCache(StartClose):
             "assumptions_unfit": 0,  # a re-apply could not count (part of) NUMA/PCI usage
             "refresh_passes": 0,
             "full_resyncs": 0,
+            "beat_sweeps": 0,  # incremental passes that read every beat (``fresh.SWEEP_MAX``)
+            "pass_service_rows": 0,  # services rows applied by refresh passes
             "refresh_failures": 0,
             "image_props_reads": 0,
             "image_props_failures": 0,
@@ -149,6 +151,8 @@ class HostStateCache(StartClose):
             assumptions_unfit=m["assumptions_unfit"],
             refresh_passes=m["refresh_passes"],
             full_resyncs=m["full_resyncs"],
+            beat_sweeps=m["beat_sweeps"],
+            pass_service_rows=m["pass_service_rows"],
             refresh_failures=m["refresh_failures"],
             image_props_reads=m["image_props_reads"],
             image_props_failures=m["image_props_failures"],

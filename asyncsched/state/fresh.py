@@ -17,6 +17,20 @@ fresh_services``). The read is cheap because it asks only for what can change a 
   can only make the cache refuse a host sooner, and a host is in ``silent`` before it looks
   down (``SILENT_INTERVALS``).
 
+The refresh passes use the same rule (``sql._can_change_verdict``): every beat of a cell is
+read by a *sweep* every S = ``sweep_interval`` = min(service_down_time / 4, ``SWEEP_MAX``)
+seconds, the passes between read only the rows above. Liveness stays exact:
+
+* a live host is never judged down: its known beat is at most a report interval, S and a pass
+  old, short of service_down_time by the silent horizon at least; and a host whose known beat
+  grows that old (a sweep late behind a slow database) *enters* ``silent`` when the held sets
+  are recomputed, and its current beat is read by id at once (``renew_held``);
+* a host that stops beating is judged down at the same instant as before: its known beat is
+  its last one once the sweep after it (or the silent set's read) brought it, before it can
+  matter (the silent horizon), and down is now - that beat > service_down_time;
+* a host that comes back (silent, then beats) is taken by the next request: any change of a
+  silent row is read by the fresh read and the next pass.
+
 Concurrent requests share one read (``SharedRead``): one in flight, the next queued for all
 who arrived after it started. The wait is bounded (``[asyncsched] fresh_services_wait``): a
 cell whose read is slow or failing is answered from the cached state, shown in ``health()``,
@@ -51,10 +65,23 @@ LOG = logging.getLogger(__name__)
 # A cell whose fresh read failed or outlasted the wait is not waited for again this long.
 FRESH_RETRY = 1.0
 # ``silent`` lists the services whose heartbeat will be older than service_down_time within
-# this many refresh intervals (at least SILENT_MIN_HORIZON s); the held sets are recomputed at
-# every refresh pass of the cell, and by a fresh read once that horizon has passed.
+# this many refresh intervals (at least SILENT_MIN_HORIZON s); the held sets are recomputed
+# after every read of every beat (a full pass, a sweep), and by a refresh pass or a fresh read
+# once that horizon has passed.
 SILENT_INTERVALS = 2.5
 SILENT_MIN_HORIZON = 5.0
+# Every beat of a cell is read by a sweep every min(service_down_time / 4, SWEEP_MAX) s; the
+# refresh passes between two sweeps read only the services rows that can change a verdict
+# (``sql.service_stamps_verdict``). 15 s: a quarter of nova's default service_down_time (60 s),
+# so a deployment with a long down time (a benchmark's day) still pays what a cloud pays.
+SWEEP_MAX = 15.0
+
+
+def sweep_interval(down_time: float) -> float:
+    """Seconds between two sweeps of every beat of a cell."""
+    return min(down_time / 4.0, SWEEP_MAX)
+
+
 # Seconds the reads of a cell stay spaced (``fresh_services_spacing``) after a request arrived
 # while one of them ran or waited to start: requests that overlap share reads.
 CROWD_HOLD = 1.0
@@ -160,6 +187,7 @@ class FreshState:
     forced: set[int] = field(default_factory=set)
     silent: set[int] = field(default_factory=set)
     held_until: float = 0.0  # UTC timestamp when the held sets must be recomputed
+    entered_reads: int = 0  # reads by id of the services that entered ``silent``
     retry_at: float = 0.0  # monotonic: skip this cell's fresh reads until then
     last_error: str | None = None
     shared: SharedRead | None = None
@@ -214,14 +242,49 @@ def after_refresh(fresh: FreshState, read_at: datetime) -> None:
     fresh.mark = read_at if fresh.mark is None else min(fresh.mark, read_at)
 
 
+def held_expired(fresh: FreshState) -> bool:
+    """The held sets' horizon has passed: recompute them before they are used."""
+    return utcnow().timestamp() >= fresh.held_until
+
+
+async def renew_held(
+    cell: Cell, table: HostTable, down_time: float, interval: float, *, read_entered: bool
+) -> None:
+    """Recompute the held sets (``refresh_held``); with ``read_entered``, read at once by id
+    the services that entered ``silent``: their known beat may be as old as the last sweep
+    (a sweep late behind a slow database), and from now on only their changes are read."""
+    fresh = cell.fresh
+    before = fresh.silent
+    await refresh_held(fresh, list(cell.index.services.values()), down_time, interval)
+    entered = fresh.silent - before
+    if read_entered and entered:
+        fresh.entered_reads += 1
+        await apply_changed(cell, table, [(sid, None, True) for sid in sorted(entered)])
+
+
+async def apply_changed(cell: Cell, table: HostTable, changed: list[tuple[Any, Any, bool]]) -> None:
+    """Read the services rows ``changed`` (id, stamp, recent: see ``read_stamped``) and apply
+    them to ``table``, held as they are now."""
+    index = cell.index
+    read = await read_stamped(cell.db, index, changed)
+    dirty, swapped = apply_services(index, read.rows)
+    index.service_stamps.update(read.stamps)
+    for _, _, svc in read.rows:
+        if svc is not None:
+            hold(cell.fresh, svc)
+    if dirty:
+        await table.reconcile(cell, index.nodes_of(dirty), confirm=False)
+    if swapped:
+        await table.swap_services(cell, {u: h for h in swapped for u in index.nodes_of((h,))})
+
+
 async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: float) -> None:
     """One fresh read of ``cell`` applied to ``table``. Raises ``DatabaseUnavailable``."""
     fresh: FreshState = cell.fresh
-    index = cell.index
     if fresh.mark is None:
         return  # never read: the refresh's full load comes first
-    if utcnow().timestamp() >= fresh.held_until:
-        await refresh_held(fresh, list(index.services.values()), down_time, interval)
+    if held_expired(fresh):
+        await renew_held(cell, table, down_time, interval, read_entered=True)
     gen = fresh.gen
     rows = await cell.db.fetch(
         cell.db.sql.services_fresh,
@@ -235,16 +298,6 @@ async def fresh_read(cell: Cell, table: HostTable, down_time: float, interval: f
     # every row of the look-back window read (recent): a writer's stamp (whole seconds on
     # MySQL) may equal the one applied yet belong to a later write, committed after the last
     # read
-    changed = [(r[1], r[2], True) for r in rows if r[1] is not None]
-    read = await read_stamped(cell.db, index, changed)
-    dirty, swapped = apply_services(index, read.rows)
-    index.service_stamps.update(read.stamps)
-    for _, _, svc in read.rows:
-        if svc is not None:
-            hold(fresh, svc)
-    if dirty:
-        await table.reconcile(cell, index.nodes_of(dirty), confirm=False)
-    if swapped:
-        await table.swap_services(cell, {u: h for h in swapped for u in index.nodes_of((h,))})
+    await apply_changed(cell, table, [(r[1], r[2], True) for r in rows if r[1] is not None])
     if fresh.gen == gen:
         fresh.mark = rows[0][0]

@@ -85,6 +85,8 @@ class HostStateHealth(Snapshot):
     assumptions_unfit: int
     refresh_passes: int
     full_resyncs: int
+    beat_sweeps: int
+    pass_service_rows: int
     refresh_failures: int
     image_props_reads: int
     image_props_failures: int

@@ -32,12 +32,29 @@ class ServicesRead:
     stamps: dict[int, Stamp]
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The services ids the cache holds disabled, forced down and silent (``fresh``): a pass
+    given them reads only the changed rows that can change a verdict
+    (``sql.service_stamps_verdict``), no beat of a host held up."""
+
+    disabled: list[int]
+    forced: list[int]
+    silent: list[int]
+
+
 async def read_services(
-    db: NovaDatabase, index: CellIndex, since: datetime | None, seen: datetime | None = None
+    db: NovaDatabase,
+    index: CellIndex,
+    since: datetime | None,
+    seen: datetime | None = None,
+    held: Held | None = None,
 ) -> ServicesRead:
-    """Every nova-compute service (``since`` None), else those changed since: their stamps
-    first, then rows only for the stamps not already applied (``index.service_stamps``) or
-    not older than ``seen`` (see ``read_stamped``; None: every changed row is read)."""
+    """Every nova-compute service (``since`` None), else those changed since (of them, only
+    those that can change a verdict given ``held``; None: every beat too, a sweep): their
+    stamps first, then rows only for the stamps not already applied
+    (``index.service_stamps``) or not older than ``seen`` (see ``read_stamped``; None: every
+    changed row is read)."""
     if since is None:
         read = await services_read(index, await db.fetch(db.sql.services_all))
         index.service_sigs = {
@@ -47,7 +64,11 @@ async def read_services(
     # whole seconds: a stamp written in the same second as ``seen`` (truncated by MySQL, or
     # by a writer whose clock says so) may follow the read it was applied by
     recent = since if seen is None else seen.replace(microsecond=0)
-    changed = await db.fetch(db.sql.service_stamps_changed, since, recent)
+    if held is None:
+        changed = await db.fetch(db.sql.service_stamps_changed, since, recent)
+    else:
+        args = (held.disabled, held.forced, held.silent)
+        changed = await db.fetch(db.sql.service_stamps_verdict, since, recent, *args)
     return await read_stamped(db, index, changed)
 
 
@@ -200,8 +221,22 @@ class CellRead:
     insts: dict[str, str | None]
 
 
+@dataclass(frozen=True, slots=True)
+class ServicesPlan:
+    """How an incremental pass reads services: every beat changed since ``since`` (a sweep:
+    ``held`` None; ``since`` is the previous sweep's watermark), else only the rows that can
+    change a verdict given ``held``, since the pass's own watermark."""
+
+    since: datetime | None = None
+    held: Held | None = None
+
+
 async def read_cell(
-    db: NovaDatabase, index: CellIndex, cell_uuid: str, since: datetime | None
+    db: NovaDatabase,
+    index: CellIndex,
+    cell_uuid: str,
+    since: datetime | None,
+    plan: ServicesPlan = ServicesPlan(),
 ) -> CellRead:
     """Services, nodes and instances read in parallel. Raises ``DatabaseUnavailable``."""
     q = db.sql
@@ -214,9 +249,10 @@ async def read_cell(
             read_instances(db, q.instances_all),
         )
     else:
-        seen = since + WATERMARK_OVERLAP  # the previous pass's instant (cache.py)
+        svc_since = since if plan.since is None else plan.since
+        seen = svc_since + WATERMARK_OVERLAP  # the previous read's instant (cache.py)
         services, nodes, insts = await asyncio.gather(
-            read_services(db, index, since, seen),
+            read_services(db, index, svc_since, seen, plan.held),
             read_nodes(db, index, cell_uuid, q.nodes_changed, since),
             read_instances(db, q.instances_changed, since),
         )

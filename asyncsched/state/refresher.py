@@ -3,9 +3,11 @@
 Why apart from the façade: requests read the table (``cache``) and never wait here. The
 refresher owns the API database and every cell's database, the initial load, one refresh loop
 per database with its backoff, the API pass (cells, host mappings, aggregates) and the cell
-passes, the re-read of one host's instances that a cast asks for, and every task it spawns
-(``spawn``: closed with it). Each cell and the API database refresh in their own task: a slow
-or dead database only makes its own part stale, never blocks the others or any read.
+passes (services: only the rows that can change a verdict, every beat by a sweep every
+``fresh.sweep_interval``), the re-read of one host's instances that a cast asks for, and
+every task it spawns (``spawn``: closed with it). Each cell and the API database refresh in
+their own task: a slow or dead database only makes its own part stale, never blocks the
+others or any read.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from asyncsched.exceptions import ConfigError, DatabaseUnavailable
 from asyncsched.objects.models import Aggregate, CellMapping
 from asyncsched.state.api import api_pass, wanted_cells
 from asyncsched.state.db import NovaDatabase
-from asyncsched.state.fresh import after_refresh, refresh_held
+from asyncsched.state.fresh import after_refresh
 from asyncsched.state.images import (
     CellImages,
     ImageProps,
@@ -35,6 +37,7 @@ from asyncsched.state.images import (
 from asyncsched.state.readers import read_cell
 from asyncsched.state.rows import image_props_wanted
 from asyncsched.state.sql import WATERMARK_OVERLAP
+from asyncsched.state.sweep import Sweeps
 from asyncsched.state.table import Cell, HostTable
 
 LOG = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ class Refresher:
         self._cells = table.cells  # the same dict, shorter
         self._clock = table.live.clock
         self._recorder = recorder
+        self._sweeps = Sweeps(table)
         self._rng = random.Random()
         self.api: NovaDatabase | None = None
         self._api_fp: dict[str, str] = {}
@@ -341,9 +345,11 @@ class Refresher:
             full = full or cell.watermark is None
             db, index = cell.db, cell.index
             wm = None if cell.watermark is None else cell.watermark - WATERMARK_OVERLAP
+            sweep = not full and self._sweeps.due(cell)
             started = time.perf_counter()
             try:
-                read = await read_cell(db, index, cell.uuid, None if full else wm)
+                plan = await self._sweeps.plan(cell, full=full, sweep=sweep)
+                read = await read_cell(db, index, cell.uuid, None if full else wm, plan)
             except DatabaseUnavailable as exc:
                 db.mark_failed(exc)
                 self._metrics["refresh_failures"] += 1
@@ -378,12 +384,9 @@ class Refresher:
                 self._metrics["full_resyncs"] += 1
             cell.watermark = read.db_now
             after_refresh(cell.fresh, read.db_now)
-            await refresh_held(
-                cell.fresh,
-                list(cell.index.services.values()),
-                float(self._config.default.service_down_time),
-                self._config.asyncsched.refresh_interval,
-            )
+            await self._sweeps.after(cell, read, every_beat=full or sweep)
+            if sweep:
+                self._metrics["beat_sweeps"] += 1
             cell.loaded = True
             cell.last_refresh = self._clock()
             self._metrics["refresh_passes"] += 1

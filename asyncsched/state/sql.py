@@ -81,6 +81,10 @@ class Queries:
     # out. Always one row at least (the clock): a NULL id means nothing changed. Every row
     # but the clock's: (now, id, stamp), each one changed since $1.
     services_fresh: str
+    # The refresh pass between two sweeps (``refresher``): ``service_stamps_changed`` of only
+    # the rows that can change a verdict, the rule of ``services_fresh`` ($3, $4, $5: the ids
+    # held disabled, forced down, silent). Every beat is read by the sweep.
+    service_stamps_verdict: str
     services_by_id: str
     # The rows of these ids as a heartbeat leaves them: id, the beat (last_seen_up and
     # updated_at, aware on PostgreSQL), the stamp (``_stamp``), the signature of the rest
@@ -104,6 +108,12 @@ def build(s: Syntax) -> Queries:
     sig = _signature(s)
     stamp = _stamp(s)
     kv = f"{s.fold_kv(chr(34) + 'key' + chr(34), 'value')} AS kv"
+    stamps_changed = (
+        f"SELECT id, {stamp},"
+        " coalesce(updated_at >= $2 OR created_at >= $2 OR deleted_at >= $2, false)"
+        f" AS recent FROM services WHERE {_COMPUTE}"
+        " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
+    )
     return Queries(
         now=now,
         nodes_all=f"SELECT {_NODE_COLS} FROM compute_nodes WHERE deleted = 0 {_PAGE}",
@@ -111,21 +121,15 @@ def build(s: Syntax) -> Queries:
         services_all=(
             f"SELECT {_SVC_COLS}, {sig}, {stamp} FROM services WHERE {_COMPUTE} AND deleted = 0"
         ),
-        service_stamps_changed=(
-            f"SELECT id, {stamp},"
-            " coalesce(updated_at >= $2 OR created_at >= $2 OR deleted_at >= $2, false)"
-            f" AS recent FROM services WHERE {_COMPUTE}"
-            " AND (updated_at >= $1 OR created_at >= $1 OR deleted_at >= $1)"
-        ),
+        service_stamps_changed=stamps_changed,
         services_fresh=(
             f"SELECT n.now, s.id, {_stamp(s, 's.')}"
             f" FROM ({now}) n"
             f" LEFT JOIN services s ON s.{_COMPUTE}"
             " AND (s.updated_at >= $1 OR s.created_at >= $1 OR s.deleted_at >= $1)"
-            f" AND (coalesce(s.disabled, false) <> {s.member('s.id', 2, 'int')}"
-            f" OR coalesce(s.forced_down, false) <> {s.member('s.id', 3, 'int')}"
-            f" OR s.deleted <> 0 OR s.created_at >= $1 OR {s.member('s.id', 4, 'int')})"
+            f" AND {_can_change_verdict(s, 's.', 1, 2)}"
         ),
+        service_stamps_verdict=f"{stamps_changed} AND {_can_change_verdict(s, '', 1, 3)}",
         services_by_id=(
             f"SELECT {_SVC_COLS}, {sig}, {stamp} FROM services WHERE {s.where_in('id', 1, 'int')}"
         ),
@@ -165,6 +169,21 @@ def build(s: Syntax) -> Queries:
             "JOIN resource_classes rc ON rc.id = i.resource_class_id"
             f" WHERE {s.where_in('rp.uuid', 1, 'text')}"
         ),
+    )
+
+
+def _can_change_verdict(s: Syntax, prefix: str, since: int, held: int) -> str:
+    """The rule, written once, of which changed services rows can change a verdict: disabled
+    or forced down other than the cache holds them (parameters ``held``, ``held + 1``: the
+    ids held disabled, forced down), deleted, new since parameter ``since``, or held silent
+    (parameter ``held + 2``: their heartbeat matters). A heartbeat of a host held up,
+    disabled or forced down changes no verdict."""
+    sid = f"{prefix}id"
+    return (
+        f"(coalesce({prefix}disabled, false) <> {s.member(sid, held, 'int')}"
+        f" OR coalesce({prefix}forced_down, false) <> {s.member(sid, held + 1, 'int')}"
+        f" OR {prefix}deleted <> 0 OR {prefix}created_at >= ${since}"
+        f" OR {s.member(sid, held + 2, 'int')})"
     )
 
 

@@ -46,6 +46,8 @@ class Cell:
     loaded: bool = False
     last_full: float | None = None
     last_refresh: float | None = None
+    sweep_mark: datetime | None = None  # DB instant of the last read of every beat
+    swept_at: float | None = None  # clock() of that read (sweep or full pass)
     warned_no_service: set[str] = field(default_factory=set)
     pass_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task[None] | None = None

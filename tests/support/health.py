@@ -66,7 +66,9 @@ def host_state(
     counters = {
         f.name: 0
         for f in dataclasses.fields(HostStateHealth)
-        if f.name.startswith(("assum", "refresh_", "full_", "image_", "services_"))
+        if f.name.startswith(
+            ("assum", "refresh_", "full_", "image_", "services_", "beat_", "pass_")
+        )
     }
     return HostStateHealth(
         **{

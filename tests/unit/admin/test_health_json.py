@@ -47,7 +47,8 @@ EXPECTED: dict[str, Any] = {
         **keys(
             "hosts aggregates assumed assumed_unfit assumptions_confirmed assumptions_expired "
             "assumptions_released assumptions_refitted assumptions_unfit refresh_passes "
-            "full_resyncs refresh_failures image_props_reads image_props_failures "
+            "full_resyncs beat_sweeps pass_service_rows refresh_failures image_props_reads "
+            "image_props_failures "
             "services_fresh_reads services_fresh_failures services_fresh_skipped"
         ),
     },

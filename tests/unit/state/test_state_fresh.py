@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asyncsched.state.fresh import FreshState, SharedRead, refresh_held
+from asyncsched.state.fresh import SWEEP_MAX, FreshState, SharedRead, refresh_held, sweep_interval
 from asyncsched.state.host_state import ServiceInfo
 
 
@@ -144,3 +144,10 @@ async def test_a_lone_caller_is_never_held_back() -> None:
         await task
         clock.now += 0.001
     assert shared.reads == 3
+
+
+def test_a_sweep_every_quarter_of_down_time_at_most_15_s() -> None:
+    """nova's default 60 s: every 15 s; a day (bench_candidates) still every 15 s."""
+    assert sweep_interval(60.0) == 15.0
+    assert sweep_interval(86400.0) == SWEEP_MAX == 15.0
+    assert sweep_interval(8.0) == 2.0
