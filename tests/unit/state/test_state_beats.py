@@ -4,7 +4,9 @@ too old a copy of are touches."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import types
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,7 +14,7 @@ from asyncsched.objects.models import CellMapping
 from asyncsched.state.beats import beat_only, keep_seconds, swap_beat, with_beat
 from asyncsched.state.host_state import ChangeLog, HostState, ServiceInfo
 from asyncsched.state.index import CellIndex, NodeRead, apply_services, diff_full
-from asyncsched.state.readers import beat_rows, moved_ids, services_read
+from asyncsched.state.readers import BEAT_CHUNK, beat_rows, moved_ids, read_stamped, services_read
 from asyncsched.state.table import Cell, HostTable, Live
 from tests.support.node_snapshots import CELL, snap
 from tests.support.sched_helpers import config
@@ -216,3 +218,39 @@ def test_a_host_reporting_further_apart_is_touched_sooner() -> None:
     assert swap_beat(regular, svc(t), t, KEEP, report=10)  # 10 s apart: 32 <= 40
     slow = hs_with(svc(NOW))  # its last report 32 s ago: the next may be 32 s on
     assert not swap_beat(slow, svc(t), t, KEEP, report=10)  # 32 > 40 - 22: a touch
+
+
+async def test_a_sweep_turns_a_cells_beats_into_values_in_pieces() -> None:
+    """A sweep reads every beat of a cell (10,000 rows): they become values BEAT_CHUNK rows
+    at a time, the event loop given a turn between two pieces; the result is the one-piece
+    one."""
+    n = 3 * BEAT_CHUNK + 5
+    index = CellIndex()
+    for i in range(1, n + 1):
+        held = ServiceInfo(i, f"h{i}", last_seen_up=NOW, created_at=NOW, updated_at=NOW)
+        index.service_sigs[i] = ("s", held)
+        index.services[f"h{i}"] = held
+    later = NOW + timedelta(seconds=10)
+    rows = [(i, later, later, f"t{i}", "s") for i in range(1, n + 1)]
+
+    async def fetch(sql: str, *args: Any) -> list[Any]:
+        return rows
+
+    db: Any = types.SimpleNamespace(fetch=fetch, sql=types.SimpleNamespace(services_beats="q"))
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = turns
+    read = await read_stamped(db, index, [(i, f"t{i}", False) for i in range(1, n + 1)])
+    during = turns - before
+    tick.cancel()
+    assert len(read.rows) == n and read.stamps == {i: f"t{i}" for i in range(1, n + 1)}
+    assert all(svc is not None and svc.last_seen_up == later for _, _, svc in read.rows)
+    assert during >= 3  # one turn between each two of the four pieces
