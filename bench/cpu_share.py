@@ -69,13 +69,21 @@ class CpuMeter:
         self._t0: dict[str, dict[int, float]] = {}
 
     def start(self) -> None:
-        self._t0 = {name: cpu_of(pids()) for name, pids in self.parties.items()}
+        # the processes first (finding PostgreSQL's backends scans every postgres process's
+        # sockets: tens of ms each), then every party's CPU in one quick pass, so that the
+        # window starts at one instant for all
+        found = {name: list(pids()) for name, pids in self.parties.items()}
+        self._t0 = {name: cpu_of(pids) for name, pids in found.items()}
 
     def stop(self) -> dict[str, float]:
+        """The processes known at ``start`` are read at once (the window ends at one
+        instant); those that appeared since (a new connection's backend) after."""
+        known = {name: cpu_of(before) for name, before in self._t0.items()}
         out: dict[str, float] = {}
         for name, pids in self.parties.items():
             before = self._t0.get(name, {})
-            now = cpu_of(set(pids()) | set(before))
+            now = known.get(name, {})
+            now.update(cpu_of(set(pids()) - set(before)))
             out[name] = sum(now[p] - before.get(p, 0.0) for p in now)
         return out
 
