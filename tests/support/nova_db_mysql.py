@@ -37,6 +37,7 @@ _RETURNING = re.compile(r"\s+RETURNING\s+id\s*$", re.IGNORECASE)
 _ON_CONFLICT = re.compile(r"\s+ON CONFLICT \([^)]*\) DO NOTHING", re.IGNORECASE)
 _KEY = re.compile(r"(?<![\"\w])key(?![\"\w])")  # a reserved word in MySQL
 _TEMPLATE_LOCK = asyncio.Lock()
+_TEMPLATE_LOCK_NAME = f"{TEMPLATE}_sync"
 
 
 def mysql_url_for(dbname: str, *, host: str = MYSQL_HOST, port: int = MYSQL_PORT) -> str:
@@ -136,7 +137,10 @@ def _manage(conf: Path, *args: str) -> None:
     cmd = [str(NOVA_BIN / "nova-manage"), "--config-file", str(conf), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=nova_env())
     if done.returncode != 0:
-        raise RuntimeError(f"nova-manage {' '.join(args)}: {done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"nova-manage {' '.join(args)} exited {done.returncode}: "
+            f"stdout {done.stdout[-2000:]!r}; stderr {done.stderr[-3000:]!r}"
+        )
 
 
 async def _tables(conn: Any, db: str) -> list[str]:
@@ -148,10 +152,19 @@ async def _tables(conn: Any, db: str) -> list[str]:
 
 
 async def ensure_templates(work: Path) -> None:
-    """nova-manage's API and cell schema in ``TEMPLATE_api`` / ``TEMPLATE_cell`` (once)."""
+    """nova-manage's API and cell schema in ``TEMPLATE_api`` / ``TEMPLATE_cell`` (once).
+
+    pytest-xdist's workers are processes: MariaDB's named lock (``GET_LOCK``, held by this
+    connection until it closes) keeps one worker's check-drop-sync from racing another's,
+    which dropped the template under a sync in progress (nova-manage failed at random)."""
     async with _TEMPLATE_LOCK:
         conn = await connect()
         try:
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT GET_LOCK(%s, 1800)", (_TEMPLATE_LOCK_NAME,))
+                (got,) = await cur.fetchone()
+                if got != 1:
+                    raise RuntimeError(f"MariaDB's lock {_TEMPLATE_LOCK_NAME} not granted: {got}")
             api, cell = f"{TEMPLATE}_api", f"{TEMPLATE}_cell"
             if "compute_nodes" in await _tables(conn, cell) and "cell_mappings" in await _tables(
                 conn, api
@@ -161,9 +174,9 @@ async def ensure_templates(work: Path) -> None:
                 for db in (api, cell):
                     await cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
                     await cur.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8")
+            await asyncio.to_thread(_sync, work, api, cell)
         finally:
-            conn.close()
-        await asyncio.to_thread(_sync, work, api, cell)
+            conn.close()  # the named lock goes with the connection
 
 
 def _sync(work: Path, api: str, cell: str) -> None:
