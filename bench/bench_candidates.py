@@ -57,6 +57,7 @@ from bench.cpu_share import (
     tree,
 )
 from bench.nova_seed import copy_hosts, copy_instances
+from bench.pg_upkeep import production_upkeep, vacuum_seeded
 from bench.placement_seed import (
     INSTANCE,
     TRAITS,
@@ -524,10 +525,12 @@ async def prepare_cloud(
     *,
     cells: int = 1,
     instances_per_host: int = 0,
+    vacuum: bool = False,
 ) -> None:
     """The providers COPYed into Placement's database (read back through its API), the same
     hosts spread over ``cells`` nova cell databases, and ``instances_per_host`` instances a
-    host with their allocations in Placement (read back through its API)."""
+    host with their allocations in Placement (read back through its API); with ``vacuum``,
+    every seeded database vacuumed and analyzed after (``pg_upkeep``)."""
     async with server.seeder() as s:
         await s.call("GET", "/traits")  # Placement syncs its standard traits
         t0 = time.perf_counter()
@@ -587,6 +590,14 @@ async def prepare_cloud(
             "usages back as written",
             flush=True,
         )
+    if vacuum:
+        t0 = time.perf_counter()
+        await vacuum_seeded([pdsn, db.api_dsn] + [c.dsn for c in db.cells])
+        print(
+            f"VACUUM ANALYZE of Placement's and nova's databases after the seed (autovacuum's "
+            f"work after a bulk load) in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
 
 
 def progress(what: str) -> None:
@@ -622,7 +633,7 @@ def daemon_texts(
 
 
 async def e2e(args: argparse.Namespace) -> None:
-    with broker.throwaway_vhost("asyncsched-bench") as vhost:
+    with broker.throwaway_vhost("asyncsched-bench") as vhost, production_upkeep(args.autovacuum):
         await e2e_in(args, broker.amqp_url(vhost))
 
 
@@ -645,7 +656,13 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         hosts = plan(args.providers)
 
         await prepare_cloud(
-            server, db, hosts, pdsn, cells=args.cells, instances_per_host=args.instances_per_host
+            server,
+            db,
+            hosts,
+            pdsn,
+            cells=args.cells,
+            instances_per_host=args.instances_per_host,
+            vacuum=args.autovacuum,
         )
         base, with_mirror = daemon_texts(server, db, amqp, pdsn, admin_port=args.admin_port)
         given = {o.split("=", 1)[0].strip() for o in args.option}  # --option wins
@@ -1129,6 +1146,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--placement-workers", type=int, default=2, help="Placement's gunicorn workers")
     ap.add_argument("--skip-e2e", action="store_true")
+    ap.add_argument(
+        "--no-autovacuum",
+        dest="autovacuum",
+        action="store_false",
+        help="leave the cluster's autovacuum as it is (off on the test machines) and the seeded "
+        "tables unvacuumed; by default the run has PostgreSQL's default, autovacuum on, and "
+        "vacuums the seed (bench/pg_upkeep.py)",
+    )
     ap.add_argument(
         "--option",
         action="append",
