@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -11,7 +13,15 @@ import numpy as np
 from asyncsched.common.clock import as_utc, utcnow
 from asyncsched.conf.options import Config
 from asyncsched.objects.models import RequestSpec
-from asyncsched.scheduling.columns import BoolArray, Column, ColumnMask, ColumnView
+from asyncsched.scheduling.columns import (
+    BoolArray,
+    Column,
+    ColumnMask,
+    ColumnView,
+    FloatArray,
+    HostColumns,
+    IntArray,
+)
 from asyncsched.scheduling.filters.base import BaseHostFilter, HostCandidate, inherits
 from asyncsched.scheduling.servicegroup import heartbeat_ts, service_is_up
 from asyncsched.state.host_state import HostState, ServiceInfo
@@ -42,6 +52,7 @@ class ComputeFilter(BaseHostFilter):
     def __init__(self, config: Config, clock: Callable[[], datetime] = utcnow) -> None:
         super().__init__(config)
         self.clock = clock
+        self._suspects = Suspects()
 
     def _down_time(self) -> timedelta:
         return timedelta(seconds=self.config.default.service_down_time)
@@ -77,7 +88,7 @@ class ComputeFilter(BaseHostFilter):
         with np.errstate(invalid="ignore"):
             alive = np.abs(stamp - beat) <= win  # NaN (no beat) is False
         maybe_up = state == _MAYBE_UP
-        _recheck(view, maybe_up & ~alive, alive, stamp, win)
+        self._suspects.recheck(view, maybe_up & ~alive, alive, stamp, win)
         ok = maybe_up & alive
         reasons: Counter[str] = Counter()
         if not ok.all():
@@ -93,17 +104,61 @@ class ComputeFilter(BaseHostFilter):
         return ok, reasons
 
 
-def _recheck(
-    view: ColumnView, suspects: BoolArray, alive: BoolArray, now: float, win: float
-) -> None:
-    """A heartbeat swaps a host's service without a touch (``state/beats.py``), so a row's
+@dataclass(frozen=True, slots=True, eq=False)
+class _Read:
+    """The suspects of one call: their rows, their services then, those services' stamps."""
+
+    columns: HostColumns
+    epoch: int
+    rows: IntArray
+    services: list[ServiceInfo | None]
+    stamps: FloatArray
+
+
+class Suspects:
+    """Rows that say "down", read again from their hosts' services.
+
+    A heartbeat swaps a host's service without a touch (``state/beats.py``), so a row's
     heartbeat is a lower bound of the host's: "up" from the row is right, "down" is read
-    again from the host's service, exactly (``alive`` is updated in place)."""
-    at = np.flatnonzero(suspects)
-    if not len(at):
-        return
-    states = view.columns.states
-    rows = view.slots[at].tolist()
-    beats = np.fromiter((heartbeat_ts(states[r].service) for r in rows), np.float64, len(rows))
-    with np.errstate(invalid="ignore"):
-        alive[at] = np.abs(now - beats) <= win
+    again from the host's service, exactly. A host that is really down (a dead compute) is
+    a suspect of every request, and its service object stays the same until a report swaps
+    or touches it: when the suspects are the rows of the last call, the services are
+    compared with that call's by identity (C-level maps, no Python step per host) and only
+    a service that changed has its stamp worked out anew. At 100,000 hosts with 3 % down,
+    the per-host reads were a third of a request's decision (``bench_decision_mirror``).
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: _Read | None = None
+
+    def recheck(
+        self, view: ColumnView, suspects: BoolArray, alive: BoolArray, now: float, win: float
+    ) -> None:
+        """``alive`` updated in place at the ``suspects`` from their hosts' services."""
+        at = np.flatnonzero(suspects)
+        if not len(at):
+            return
+        cols = view.columns
+        rows = view.slots[at]
+        services = list(map(_SERVICE, map(cols.states.__getitem__, rows.tolist())))
+        last = self._last
+        if (
+            last is not None
+            and last.columns is cols
+            and last.epoch == cols.epoch
+            and np.array_equal(last.rows, rows)
+        ):
+            stamps = last.stamps.copy()
+            same = np.fromiter(map(operator.is_, services, last.services), bool, len(services))
+            for i in np.flatnonzero(~same).tolist():
+                stamps[i] = heartbeat_ts(services[i])
+        else:
+            stamps = np.fromiter(map(heartbeat_ts, services), np.float64, len(services))
+        self._last = _Read(cols, cols.epoch, rows, services, stamps)
+        with np.errstate(invalid="ignore"):
+            alive[at] = np.abs(now - stamps) <= win
+
+
+_SERVICE = operator.attrgetter("service")

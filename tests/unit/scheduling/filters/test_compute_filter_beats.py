@@ -8,8 +8,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
+import pytest
+
 from asyncsched.scheduling.columns import ColumnView, HostColumns
+from asyncsched.scheduling.filters import compute_filter
 from asyncsched.scheduling.filters.compute_filter import ComputeFilter
+from asyncsched.scheduling.servicegroup import heartbeat_ts
 from asyncsched.state.beats import keep_seconds, swap_beat
 from asyncsched.state.host_state import HostState, ServiceInfo
 from tests.support.sched_helpers import NOW, config, host, spec
@@ -90,3 +94,39 @@ def test_forced_down_and_enabled_are_seen_at_once() -> None:
     hs.service = forced
     hs.touch()
     assert verdicts(f, cols, [hs], at(1)) == [False]
+
+
+def test_a_dead_hosts_stamp_is_worked_out_once_while_its_service_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worked: list[ServiceInfo | None] = []
+
+    def counted(svc: ServiceInfo | None) -> float:
+        worked.append(svc)
+        return heartbeat_ts(svc)
+
+    monkeypatch.setattr(compute_filter, "heartbeat_ts", counted)
+    f = ComputeFilter(config(default={"service_down_time": 60}))
+    dead = [
+        host(f"dead{i}", service=ServiceInfo(id=i, host=f"dead{i}", last_seen_up=at(-600)))
+        for i in range(3)
+    ]
+    alive = host("alive", service=ServiceInfo(id=9, host="alive", last_seen_up=at(-10)))
+    hosts = [*dead, alive]
+    cols = HostColumns(columns=ComputeFilter.column_mask(f).columns)  # type: ignore[union-attr]
+    assert verdicts(f, cols, hosts, at(0)) == [False, False, False, True]
+    # the four column rows written, then the three suspects read again from their services
+    assert [s.host for s in worked[4:] if s] == ["dead0", "dead1", "dead2"]
+    worked.clear()
+    assert verdicts(f, cols, hosts, at(1)) == [False, False, False, True]
+    assert worked == []  # the same rows, the same service objects: their stamps kept
+    old = dead[2].service
+    assert old is not None
+    dead[2].service = dataclasses.replace(old, last_seen_up=at(-5))  # swapped, no touch
+    assert verdicts(f, cols, hosts, at(2)) == [False, False, True, True]
+    assert worked == [dead[2].service]  # only the service that changed is read
+    worked.clear()
+    beat(dead[1], 3)  # back after 600 s: a touch, its row written again and now "up"
+    assert verdicts(f, cols, hosts, at(3)) == [False, True, True, True]
+    # dead1's row written again; the suspects are other rows now (dead0, dead2): read anew
+    assert [s.host for s in worked if s] == ["dead1", "dead0", "dead2"]
