@@ -13,7 +13,10 @@ a *lower bound* of the host's heartbeat, and the up/down verdict stays exact:
   one that moves back, e.g. a row rewritten by hand, or lies ahead is a touch);
 * one that says "down" may be old: ComputeFilter reads those hosts' service again;
 * a heartbeat is a touch once the views' copy is older than ``keep`` seconds, so that
-  re-read stays rare (a host is touched about every ``keep`` seconds, not at every report).
+  re-read stays rare (a host is touched about every ``keep`` seconds, not at every report);
+* so a beat the views miss is at most ``keep`` (never more than ``service_down_time``) newer
+  than their copy: a copy older than :func:`hidden_beats_horizon` says "down" rightly, and
+  a host dead that long (a dead compute, a suspect of every request) is not read again.
 
 Anything else a services row says (disabled, forced down, version, a new row) is a touch,
 as before: the verdicts of a host just enabled, disabled or forced down change at once.
@@ -33,6 +36,14 @@ def keep_seconds(down_time: float, report_interval: float, refresh_interval: flo
     before the views' copy says "down" (which ComputeFilter would read again); at least
     half of it."""
     return max(down_time - report_interval - 2.0 * refresh_interval, down_time / 2.0)
+
+
+def hidden_beats_horizon(down_time: float) -> float:
+    """How old the views' copy of a heartbeat may be and still hide a newer beat: swaps stop
+    ``keep`` (at most ``down_time``, :func:`keep_seconds`) after the copy and a swapped beat
+    is never ahead of the refresher's clock, so the host's own beat is at most ``keep``
+    newer; a copy older than ``keep + down_time`` is "down" whatever the host holds."""
+    return 2.0 * down_time
 
 
 def _rest(s: ServiceInfo) -> tuple[object, ...]:
