@@ -298,17 +298,19 @@ async def main_async(sizes: list[int], shape: Shape, which: str, kept_only: bool
         f"{shape.refresh}; {which} request{'; a new host view every boot' * shape.new_view})"
     )
     for n in sizes:
+        before = None
+        if not kept_only:
+            with eager_order():
+                before = await run(n, shape, reuse=False)
         after = await run(n, shape, reuse=True)
         mean, cands = after.mean(), after.mean(after.cands)
-        if kept_only:
+        if before is None:
             print(
                 f"  {n:>6} hosts: {mean:6.2f} ms (candidates {cands:.2f} ms; first boot after "
                 f"a refresh {after.mean(first=True):.2f} ms, the others "
                 f"{after.mean(first=False):.2f} ms)"
             )
             continue
-        with eager_order():
-            before = await run(n, shape, reuse=False)
         assert before.chosen == after.chosen, "the two paths chose different hosts"
         print(
             f"  {n:>6} hosts: before {before.mean():6.2f} ms  after {mean:6.2f} ms  "

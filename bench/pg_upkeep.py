@@ -20,12 +20,9 @@ import asyncpg
 from tests.support.pg_admin import pg_exec
 
 
-def _set(value: str | None) -> None:
-    pg_exec(
-        "ALTER SYSTEM RESET autovacuum"
-        if value is None
-        else f"ALTER SYSTEM SET autovacuum = {value}"
-    )
+def _alter(statement: str) -> None:
+    """An ``ALTER SYSTEM`` statement, in effect at once (the configuration reloaded)."""
+    pg_exec(statement)
     pg_exec("SELECT pg_reload_conf()")
 
 
@@ -35,11 +32,11 @@ def production_upkeep(on: bool = True) -> Iterator[None]:
     if not on:
         yield
         return
-    _set("on")
+    _alter("ALTER SYSTEM SET autovacuum = on")
     try:
         yield
     finally:
-        _set(None)
+        _alter("ALTER SYSTEM RESET autovacuum")
 
 
 async def vacuum_seeded(dsns: Iterable[str]) -> None:

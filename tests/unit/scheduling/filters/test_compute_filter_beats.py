@@ -28,11 +28,7 @@ def at(seconds: float) -> datetime:
 
 def beat(hs: HostState, seconds: float) -> None:
     """A report at ``at(seconds)`` read by the refresh at that instant."""
-    assert hs.service is not None
-    new = dataclasses.replace(hs.service, last_seen_up=at(seconds), updated_at=at(seconds))
-    if not swap_beat(hs, new, at(seconds), KEEP, 10):
-        hs.service = new
-        hs.touch()
+    read(hs, seconds, seconds)
 
 
 def verdicts(
