@@ -1,8 +1,9 @@
 """Hostile and broken callers against the real RabbitMQ and the real oslo.messaging client.
 
 * a ``_timeout`` of nan, inf or 1e400 still gets its reply;
-* a call queued behind 40 calls whose reply queues do not exist is answered at once (their
-  replies are retried in the background, off the intake path);
+* a call queued behind 40 calls whose reply queues do not exist is answered while their
+  replies are retried in the background, off the intake path (its time against the same
+  call alone: ``bench/bench_rpc_returned.py``);
 * a different request that reuses another's ``_unique_id`` is scheduled on its own;
 * a broker restart (a PRIVATE node: ``tests/support/private_broker``, never the shared one):
   our queues are declared again within a fraction of a second of the broker accepting
@@ -98,29 +99,23 @@ async def test_a_call_behind_40_calls_to_missing_reply_queues_is_answered_at_onc
     client = OsloSchedulerClient(amqp_url, timeout=30, call_monitor_timeout=10)
     try:
         async with server:
-            # The baseline: a call with nothing in its way, on this machine, in this run.
-            started = time.monotonic()
             await asyncio.to_thread(client.ping, "first")
-            baseline = time.monotonic() - started
             conn = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:5672/{vhost}")
             async with conn:
                 exchange = await (await conn.channel()).get_exchange("nova")
                 for i in range(40):
                     body = raw_ping(f"reply_{uuid.uuid4().hex}", f"gone-{i}", timeout_literal="60")
                     await exchange.publish(aio_pika.Message(body), routing_key="scheduler")
-            started = time.monotonic()
             pong = await asyncio.to_thread(client.ping, "live")
-            elapsed = time.monotonic() - started
             health = server.health()
             queues = await asyncio.to_thread(list_json, "list_queues", vhost, "name", "messages")
     finally:
         client.close()
     assert pong == {"service": "scheduler", "arg": "live"}
-    # Retried inline, the 40 would hold it for their 60 s each (past the call's 30 s timeout);
-    # handled apart, it costs about what the first call did (which also opened the connection).
-    assert elapsed < 10 * baseline, (
-        f"the live call waited {elapsed:.1f}s behind undeliverable replies ({baseline:.2f}s alone)"
-    )
+    # Retried inline, the 40 would hold it for their 60 s each (past the call's 30 s timeout).
+    # Without a clock: the live call was answered while every one of the 40 replies still
+    # waited in its background retry (read at once after the answer), so none stood in its
+    # way; what it costs against the same call alone is bench/bench_rpc_returned.py's figure.
     # The 40 were handled and acked; their replies wait in background retries, not in intake.
     assert health["stats"]["received"] == 42
     assert health["replies_pending"] == 40

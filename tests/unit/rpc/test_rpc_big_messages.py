@@ -84,6 +84,10 @@ def test_failure_reasons_are_brief() -> None:
     assert len(failure["message"]) < wire.MAX_REASON + 100
 
 
+#: rounds of each message in the hostile-against-benign comparison
+ROUNDS = 3
+
+
 async def _gap_for(body: bytes) -> tuple[float, list[dict[str, Any]]]:
     journal = Journal()
     server = _server(Scheduler(), Events(), journal)
@@ -99,9 +103,16 @@ async def test_500000_keys_hold_the_loop_no_longer_than_a_benign_message_of_that
     pad = (len(hostile) - len(_body(_call("b")))) // 60_000
     benign = _body(_with_args("b", {"notes": ["x" * 59_990] * pad}))
     assert abs(len(benign) - len(hostile)) < 0.02 * len(hostile)
-    benign_gap, benign_replies = await _gap_for(benign)
-    hostile_gap, hostile_replies = await _gap_for(hostile)
-    assert hostile_gap < 3 * benign_gap + 0.005, (hostile_gap, benign_gap)
+    # Interleaved rounds, each message's shortest longest-step: a burst of load on the machine
+    # during one measurement (thread CPU time still pays for cache misses) weighs on neither.
+    benign_gaps, hostile_gaps = [], []
+    for _ in range(ROUNDS):
+        gap, benign_replies = await _gap_for(benign)
+        benign_gaps.append(gap)
+        gap, hostile_replies = await _gap_for(hostile)
+        hostile_gaps.append(gap)
+    benign_gap, hostile_gap = min(benign_gaps), min(hostile_gaps)
+    assert hostile_gap < 3 * benign_gap + 0.005, (hostile_gaps, benign_gaps)
     assert benign_replies[0]["failure"] is None  # the benign one was served
     failure = json.loads(hostile_replies[0]["failure"])
     assert "JSON values" in failure["message"] and failure["class"] == "ValueError"
