@@ -41,7 +41,7 @@ from asyncsched.state.placement_mirror import MirrorState, Provider
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
 #: request shapes (amounts per class) whose allocation requests are kept for reuse
 AREQ_SHAPES = 4
-#: answers (without this process's pending claims) kept per state, by query string
+#: answers (without this process's pending claims) kept, by query string, each with its state
 ANSWERS = 8
 Answer = tuple[Candidates, BoolArray, list[Provider]]
 #: a build in steps: it yields where the loop may take a turn, and returns its value
@@ -91,10 +91,8 @@ class LocalCandidates:
         self._reuse = reuse_answers
         self.patched = 0  # answers brought from the previous state instead of built anew
         self._columns: RootColumns | None = None
-        # the answer without pending claims, per query string, for self._answers_of only
-        self._answers_of: MirrorState | None = None
-        self._answers: dict[str, Answer] = {}
-        self._prior: tuple[MirrorState | None, dict[str, Answer]] = (None, {})
+        # per query string, the answer without pending claims and the state it is for
+        self._kept: dict[str, tuple[MirrorState, Answer]] = {}
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
@@ -142,29 +140,33 @@ class LocalCandidates:
     ) -> Steps:
         """The state's answer for this query (computed once per state, with no pending claim),
         patched with this process's pending claims: a request over 10,000 unchanged hosts
-        then costs what the pending claims touch, not a pass over every host. A new state
-        (every refresh while claims land) patches the previous state's answer with the roots
-        that changed, unless a root joined the answer (then it is built anew, in order).
+        then costs what the pending claims touch, not a pass over every host. The last
+        ``ANSWERS`` queries' answers are kept, each with the state it is for: on a newer
+        state (every refresh while claims land) it is patched with the roots that changed
+        since, however many refreshes ago it was made (a mix of flavors: each one's answer
+        is brought up to date, not built anew), unless a root joined the answer (then it is
+        built anew, in order).
 
-        A build may give the loop turns: the answers are kept in the dict of the state it
-        began on (another request may move ``self`` to a newer state meanwhile)."""
-        if self._answers_of is not state:
-            self._prior = (self._answers_of, self._answers)
-            self._answers_of, self._answers = state, {}
-        answers = self._answers
+        A build may give the loop turns: another request may keep an answer for the same
+        query meanwhile; the one for the newer state stays."""
         key = request.to_querystring()
-        kept = answers.get(key)
-        if kept is None:
-            prior_state, prior = self._prior
-            before = prior.get(key)
-            if before is not None and prior_state is not None:
-                kept = self._patched(prior_state, state, request, g, before)
+        hit = self._kept.get(key)
+        kept: Answer | None = None
+        if hit is not None:
+            made_on, before = hit
+            if made_on is state:
+                kept = before
+            else:
+                kept = self._patched(made_on, state, request, g, before)
                 self.patched += kept is not None
-            if kept is None:
-                kept = yield from self._compute(state, request, g, {})
-            if len(answers) >= ANSWERS and key not in answers:
-                del answers[next(iter(answers))]
-            answers[key] = kept
+        if kept is None:
+            kept = yield from self._compute(state, request, g, {})
+        # another request may have kept one meanwhile, or be on a newer state: the newer stays
+        have = self._kept.pop(key, None)
+        newer = have is not None and have[0].serial > state.serial
+        self._kept[key] = have if newer and have is not None else (state, kept)  # most recent last
+        while len(self._kept) > ANSWERS:
+            del self._kept[next(iter(self._kept))]
         base = kept[0]
         return with_pending(state, base, g, pending, self._dropping) if pending else base
 

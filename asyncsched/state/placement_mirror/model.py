@@ -16,6 +16,12 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 _SERIALS = itertools.count(1)
 
 
+#: how many earlier states a state made by ``with_providers`` names what moved since (at a
+#: refresh every 0.5 s, the last 16 s): an answer kept for a flavor not asked for meanwhile
+#: is brought up to date from the state it was made on, not built anew
+SINCE_DEPTH = 32
+
+
 def _serial() -> int:
     return next(_SERIALS)
 
@@ -97,26 +103,30 @@ class MirrorState:
     has_sharing: bool
     known_traits: frozenset[str]
     known_classes: frozenset[str]
-    #: this state's number; and, for a state made from another by replacing some providers'
-    #: values (same providers, trees, uuids and sharing), that state's number and the ids of
-    #: the providers replaced, so what is kept per state (columns, answers) redoes only those
+    #: this state's number; and, for a state made from others by replacing some providers'
+    #: values (same providers, trees, uuids and sharing), newest first, up to ``SINCE_DEPTH``
+    #: of them: each earlier state's number and the ids of the providers replaced in the
+    #: step from it to the next, so what is kept per state (columns, answers) redoes only those
     serial: int = field(default_factory=_serial)
-    since: tuple[int, frozenset[int]] | None = None
+    since: tuple[tuple[int, frozenset[int]], ...] = ()
 
     def with_providers(
         self, providers: Mapping[int, Provider], moved: Iterable[int]
     ) -> MirrorState:
         """This state with ``providers`` (the same ids, trees, uuids and sharing as here),
         of which those in ``moved`` may differ."""
-        return replace(
-            self, providers=providers, serial=_serial(), since=(self.serial, frozenset(moved))
-        )
+        chain = ((self.serial, frozenset(moved)), *self.since[: SINCE_DEPTH - 1])
+        return replace(self, providers=providers, serial=_serial(), since=chain)
 
     def moved_since(self, other: MirrorState) -> frozenset[int] | None:
         """The providers that may differ from ``other`` when this state was made from it
-        by :meth:`with_providers`; None when that is not known."""
-        since = self.since
-        return since[1] if since is not None and since[0] == other.serial else None
+        by :meth:`with_providers`, directly or through at most ``SINCE_DEPTH`` states; None
+        when that is not known."""
+        for n, (serial, _) in enumerate(self.since):
+            if serial == other.serial:
+                steps = [ids for _, ids in self.since[: n + 1]]
+                return steps[0] if n == 0 else frozenset().union(*steps)
+        return None
 
     @classmethod
     def build(

@@ -469,3 +469,41 @@ def test_followed_columns_hand_over_usage_and_the_old_ones_still_answer_for_thei
     assert np.array_equal(old.resource("VCPU").fits(4), before)  # the old state's answer
     rows = np.array([0, 2, 6], dtype=np.intp)
     assert np.array_equal(new.resource("VCPU").fits(4, rows), new.resource("VCPU").fits(4)[rows])
+
+
+@pytest.mark.parametrize("told", [False, True], ids=["found", "told_by_the_mirror"])
+def test_a_mix_of_queries_each_answer_brought_up_to_date_over_several_refreshes(
+    told: bool,
+) -> None:
+    """A mix of flavors: each refresh only some queries are asked, so an answer is patched
+    from the state it was made on, several refreshes back (through the mirror's chain of
+    moves when told, a pass over the roots otherwise). It must equal the answer computed
+    anew, in order, and most of them must come by the patch, not a build."""
+    import random
+
+    rng = random.Random(23)
+    c = Cloud()
+    for i in range(50):
+        c.compute(f"h{i:02d}", vcpu=rng.choice([4, 8]), mem=rng.choice([2048, 8192]))
+    kept = LocalCandidates()
+    reqs = [request({"VCPU": v, "MEMORY_MB": m}) for v in (1, 2, 4) for m in (512, 2048)]
+    state = c.state()
+    asked = 0
+    for _ in range(60):
+        moved = set()
+        for _ in range(rng.randint(0, 3)):
+            rp_id = rng.randint(1, 50)
+            moved.add(rp_id)
+            # usage only grows here: a root that joined an answer is built anew, not patched
+            now = c.providers[rp_id].used.get("VCPU", 0)
+            c.use(rp_id, VCPU=min(8, now + rng.randint(0, 2)))
+        state = state.with_providers(dict(c.providers), moved) if told else c.state()
+        for req in rng.sample(reqs, rng.randint(0, 2)):
+            asked += 1
+            a, b = kept.compute(state, req), LocalCandidates().compute(state, req)
+            assert isinstance(a, Candidates) and isinstance(b, Candidates)
+            assert a.allocation_requests == b.allocation_requests
+            assert list(a.provider_summaries.items()) == list(b.provider_summaries.items())
+            assert list(a.alloc_reqs_by_rp_uuid.items()) == list(b.alloc_reqs_by_rp_uuid.items())
+    # every query after its first answer comes by the patch (six first answers were built)
+    assert kept.patched >= asked - len(reqs) - 3, (kept.patched, asked)
