@@ -35,6 +35,9 @@ IntArray = npt.NDArray[np.intp]
 #: rows rewritten between two turns given to the event loop by :meth:`HostColumns.slots_async`
 #: (the heartbeats of 100,000 hosts leave them all stale: one piece held the loop 0.9 s)
 WRITE_CHUNK = 4096
+#: host lists whose rows are kept (the scheduler keeps a host view per answer, several for
+#: a mix of flavors)
+KEPT_LISTS = 8
 Steps = Generator[None, None, None]
 
 
@@ -120,9 +123,9 @@ class HostColumns:
         self.gen: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
         self.num: dict[str, FloatArray] = {}
         self.epoch = 0  # moves when rows are renumbered: anything kept by row is void
-        # the last list given to slots() and its rows: the scheduler's kept host view
-        # comes back as the same (read-only) list while its answer stands
-        self._last: tuple[Sequence[HostState], int, IntArray] | None = None
+        # by id, the last KEPT_LISTS lists given to slots() and their rows: the scheduler's
+        # kept host views come back as the same (read-only) lists while their answers stand
+        self._lists: dict[int, tuple[Sequence[HostState], int, IntArray]] = {}
         # Where the hosts' ChangeLog stood when every row was last known current.
         self._mark: tuple[ChangeLog, tuple[int, int]] | None = None
         self.register(columns)
@@ -212,17 +215,21 @@ class HostColumns:
         """
         n = len(states)
         changes = states[0].changes if n else None
-        last = self._last
+        last = self._lists.pop(id(states), None)
         created: list[int] = []
         if last is not None and last[0] is states and last[1] == self.epoch and len(last[2]) == n:
             idx = last[2]
+            self._lists[id(states)] = last  # most recent last
         else:
             epoch = self.epoch
             idx, created = yield from self._rows(states)
             if self.epoch != epoch:  # renumbered meanwhile (forget_missing): in one piece
                 idx, created = drained(self._rows(states))
             idx.flags.writeable = False  # handed to several requests: never changed in place
-            self._last = (states, self.epoch, idx)
+            self._lists.pop(id(states), None)
+            self._lists[id(states)] = (states, self.epoch, idx)
+            while len(self._lists) > KEPT_LISTS:
+                del self._lists[next(iter(self._lists))]
         if (yield from self._touched_only(changes)):
             if created:
                 rows = np.asarray(created, dtype=np.intp)

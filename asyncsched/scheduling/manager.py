@@ -19,7 +19,7 @@ import logging
 import operator
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -44,6 +44,9 @@ LOG = logging.getLogger(__name__)
 _UUID = operator.attrgetter("uuid")
 #: hosts of an answer looked up in the cache between two turns given to the event loop
 VIEW_CHUNK = 16384
+#: host views kept, one per answer (``LocalCandidates`` keeps ``ANSWERS`` of them: a mix of
+#: flavors asks for several in turn)
+VIEWS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +88,11 @@ class SchedulerManager(Strategy):
             notifier=notifier,
         )
         self._requests = 0
-        # (alloc_reqs_by_rp_uuid, key, hosts, their allocation requests): _host_view's last
-        self._view: (
-            tuple[object, tuple[Any, ...], list[HostState], list[list[dict[str, Any]]]] | None
-        ) = None
+        # by id of alloc_reqs_by_rp_uuid, the last VIEWS views _host_view made (most recent
+        # last): (that object, key, hosts, their allocation requests)
+        self._views: dict[
+            int, tuple[object, tuple[Any, ...], list[HostState], list[list[dict[str, Any]]]]
+        ] = {}
         self.engine = self.build_engine(config)
 
     # -- configuration ---------------------------------------------------------------------
@@ -259,10 +263,12 @@ class SchedulerManager(Strategy):
         """The hosts of an answer (in its order) and each one's allocation requests.
 
         The mirror hands out the same ``alloc_reqs_by_rp_uuid`` object while its answer
-        holds (the usual case between two refreshes), so the view of the last answer is
-        kept while that object, the cell restriction and the cache's hosts are the same: a
-        request then skips three passes over 10,000 hosts. The lists are read-only
-        (``DecisionEngine.start`` copies what a request changes)."""
+        holds (the usual case between two refreshes), so the view of each of the last
+        ``VIEWS`` answers is kept while that object, the cell restriction and the cache's
+        hosts are the same: a request then skips three passes over 10,000 hosts. The lists
+        are read-only (``DecisionEngine.start`` copies what a request changes). Built
+        ``VIEW_CHUNK`` hosts between two turns given to the event loop: at 100,000 hosts the
+        lookups in one piece held it tens of ms."""
         by_rp = cands.alloc_reqs_by_rp_uuid
         dest = spec.requested_destination
         key = (
@@ -270,34 +276,34 @@ class SchedulerManager(Strategy):
             None if dest is None or dest.cell is None else dest.cell.uuid,
             None if dest is None else dest.allow_cross_cell_move,
         )
-        kept = self._view
+        kept = self._views.pop(id(by_rp), None)
         if kept is not None and kept[0] is by_rp and kept[1] == key:
+            self._views[id(by_rp)] = kept
             return kept[2], kept[3]
-        states = restrict_cell(spec, await self._hosts_of(cands.provider_summaries))
-        # one C-level pass over the (often 10,000) hosts; a host without one gets []
-        got = list(map(by_rp.get, map(_UUID, states)))
+        states: list[HostState] = []
+        per_host: list[list[dict[str, Any]]] = []
         empty: list[dict[str, Any]] = []
-        per_host = (
-            [x if x is not None else empty for x in got]
-            if None in got
-            else cast(list[list[dict[str, Any]]], got)
-        )
-        self._view = (by_rp, key, states, per_host)
-        return states, per_host
-
-    async def _hosts_of(self, uuids: Iterable[str]) -> list[HostState]:
-        """The cache's hosts of ``uuids`` (in order), ``VIEW_CHUNK`` uuids between two turns
-        given to the event loop: 100,000 lookups in one piece held it tens of ms."""
-        out: list[HostState] = []
-        it = iter(uuids)
+        it = iter(cands.provider_summaries)
         for n in itertools.count():
             part = list(itertools.islice(it, VIEW_CHUNK))
             if not part:
-                return out
+                break
             if n:
                 await asyncio.sleep(0)
-            out.extend(self.cache.get_by_uuids(part))
-        raise AssertionError("unreachable")
+            hosts = restrict_cell(spec, self.cache.get_by_uuids(part))
+            # one C-level pass over the part's hosts; a host without one gets []
+            got = list(map(by_rp.get, map(_UUID, hosts)))
+            states += hosts
+            per_host += (
+                [x if x is not None else empty for x in got]
+                if None in got
+                else cast(list[list[dict[str, Any]]], got)
+            )
+        self._views.pop(id(by_rp), None)  # made meanwhile by another request
+        self._views[id(by_rp)] = (by_rp, key, states, per_host)
+        while len(self._views) > VIEWS:
+            del self._views[next(iter(self._views))]
+        return states, per_host
 
 
 def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, run: RequestRun | None) -> str:

@@ -59,3 +59,58 @@ async def test_the_view_is_kept_for_one_answer_and_rebuilt_when_hosts_or_cells_c
     cell0 = Destination(cell=CellMapping(uuid="cell0"))
     only = await mgr.select_destinations(CTX, *boot(requested_destination=cell0), True, False)
     assert placement.lookups == 3 and only[0][0].cell_uuid == "cell0"
+
+
+class AnswerPerQuery(OneAnswer):
+    """One answer object per query (one per flavor), as the mirror keeps them."""
+
+    def __init__(self, hosts: list, cache: FakeCache) -> None:  # type: ignore[type-arg]
+        super().__init__(hosts, cache)
+        self.answers: dict[str, Candidates] = {}
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        key = request.to_querystring()
+        if key not in self.answers:
+            self.answers[key] = await FakePlacement.get_allocation_candidates(self, request)
+        return self.answers[key]
+
+
+def sized(memory_mb: int) -> tuple[RequestSpec, list[str]]:
+    flavor = Flavor(memory_mb=memory_mb, vcpus=1, root_gb=1, name=f"m{memory_mb}")
+    return RequestSpec(flavor=flavor, project_id="p", user_id="u"), [str(uuid.uuid4())]
+
+
+async def test_a_mix_of_flavors_keeps_one_view_and_one_row_list_per_answer() -> None:
+    """Flavors asked in turn: each answer's view (and the columns' rows of its host list) is
+    made once, not again each time the other flavor was asked in between; past ``VIEWS``
+    answers in turn, the oldest is made again."""
+    from asyncsched.scheduling import columns, manager
+
+    hosts = [host(f"cmp{i}", free_ram_mb=65536, total_usable_ram_mb=65536) for i in range(6)]
+    cache = FakeCache(hosts)
+    placement = AnswerPerQuery(hosts, cache)
+    mgr = SchedulerManager(config(), cache, placement, clock=lambda: NOW)
+    rows = 0
+    real_rows = columns.HostColumns._rows
+
+    def counted(self, states):  # type: ignore[no-untyped-def]
+        nonlocal rows
+        rows += 1
+        return (yield from real_rows(self, states))
+
+    columns.HostColumns._rows = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(5):
+            for mb in (512, 1024, 2048):
+                await mgr.select_destinations(CTX, *sized(mb), True, False)
+        assert (placement.lookups, rows) == (3, 3)
+        flavors = [512 * (i + 1) for i in range(manager.VIEWS + 1)]
+        for _ in range(2):
+            for mb in flavors:
+                await mgr.select_destinations(CTX, *sized(mb), True, False)
+        # the first round made the VIEWS + 1 - 3 new ones; the second, each again (in turn,
+        # each was the oldest when asked)
+        made = 2 * len(flavors) - 3
+        assert (placement.lookups, rows) == (3 + made, 3 + made)
+    finally:
+        columns.HostColumns._rows = real_rows  # type: ignore[method-assign]
