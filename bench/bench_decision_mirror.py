@@ -279,7 +279,7 @@ async def _boots(mgr: SchedulerManager, mirror: Mirror, source: Timed, shape: Sh
         if i and i % refresh == 0:
             mirror.refresh()  # the mirror's background task: not on the request path
         if shape.new_view:
-            mgr._view = None
+            mgr._views.clear()
         instance = str(uuid.UUID(int=rng.getrandbits(128)))
         t0, c0 = time.process_time(), source.cpu
         got = await mgr.select_destinations(CTX, shape.spec, [instance], True, True)

@@ -14,7 +14,10 @@ CPU, GC paused), printed beside the call's whole CPU time in the same run, for:
   leave every column row stale);
 * ``multi``: one call of ``--instances`` instances;
 * ``boots``: ``--boots`` one-instance boots in a row, the mirror refreshed every 20 (the hot
-  path: its CPU is the mean per boot, its hold the longest of any; no candidates alone).
+  path: its CPU is the mean per boot, its hold the longest of any; no candidates alone);
+* ``flavors``: as ``boots``, the boots' flavors taken in turn from ``--flavors`` sizes, the
+  mirror refreshed every ``--refresh-every`` boots (a cloud booting a mix of flavors while
+  its claims land: each refresh makes a new state), after one boot of each flavor.
 
 Each step is measured twice: the whole call, and the candidates call alone
 (``get_allocation_candidates`` on a fresh copy of the same condition). A/B in the same run:
@@ -25,6 +28,7 @@ class column), every ``WRITE_CHUNK`` host rows, ``JUDGE_CHUNK`` hosts judged by 
 CPU times are the loop thread's; the machine is shared.
 
     .venv/bin/python -m bench.bench_hold_mirror [--hosts 100000] [--instances 1000] [--boots 60]
+        [--flavors 6] [--refresh-every 4]
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ SIZES = (
     (verdicts, "JUDGE_CHUNK"),
     (manager, "VIEW_CHUNK"),
 )
-STEPS = ("cold", "joined", "boot", "touched", "multi", "boots")
+STEPS = ("cold", "joined", "boot", "touched", "multi", "boots", "flavors")
 
 
 class Seen(Timed):
@@ -97,10 +101,14 @@ class Cloud:
         self.rng = random.Random(3)
         self.full = 0
 
-    async def call(self, num: int) -> Any:
+    async def call(self, num: int, flavor: int = 0) -> Any:
         ids = [str(uuid.UUID(int=self.rng.getrandbits(128))) for _ in range(num)]
+        spec = boot_spec()
+        if flavor:  # another size: 1 + flavor % 4 vCPUs, 512 MB more memory per flavor
+            f = replace(spec.flavor, vcpus=1 + flavor % 4, memory_mb=512 * (1 + flavor))
+            spec = replace(spec, flavor=f)
         got = await self.mgr.select_destinations(
-            CTX, replace(boot_spec(), num_instances=num), ids, True, True
+            CTX, replace(spec, num_instances=num), ids, True, True
         )
         assert len(got) == num
         return got
@@ -110,7 +118,12 @@ class Cloud:
         return await self.source.get_allocation_candidates(self.source.last)
 
     def cold(self) -> None:
+        """As the daemon's first request: no answer, no caches of one, no host view. The
+        previous ones are freed here, before the call (at 100,000 hosts a whole answer's
+        objects take ~70 ms to free in one piece; the daemon never drops them all: its
+        ``LocalCandidates`` lives as long as it does)."""
         self.source._local = LocalCandidates()
+        self.mgr._views.clear()
 
     async def touched(self) -> None:
         for h in self.hosts:
@@ -137,18 +150,21 @@ async def held(cloud: Cloud, prepare: Callable[[], Awaitable[None]], num: int) -
     return Held(whole.longest * 1e3, whole.total * 1e3, alone.longest * 1e3, alone.total * 1e3)
 
 
-async def boots(cloud: Cloud, count: int) -> Held:
-    """``count`` one-instance boots, a refresh showing the claims every 20."""
+async def boots(cloud: Cloud, count: int, flavors: int = 1, every: int = 20) -> Held:
+    """``count`` one-instance boots of ``flavors`` sizes in turn, a refresh showing the
+    claims every ``every``."""
+    for f in range(1, flavors):  # each flavor's first answer (the cold step's cost) first
+        await cloud.call(1, f)
     hold = cpu = 0.0
     for i in range(count):
-        if i % 20 == 0:
+        if i % every == 0:
             cloud.mirror.refresh()
-        one = await max_gap_while(cloud.call(1))
+        one = await max_gap_while(cloud.call(1, i % flavors))
         hold, cpu = max(hold, one.longest), cpu + one.total
     return Held(hold * 1e3, cpu * 1e3 / count, float("nan"), float("nan"))
 
 
-async def variant(n: int, num: int, count: int) -> dict[str, Held]:
+async def variant(n: int, num: int, count: int, flavors: int, every: int) -> dict[str, Held]:
     cloud = Cloud(n)
     gc.collect()
     gc.freeze()
@@ -168,19 +184,20 @@ async def variant(n: int, num: int, count: int) -> dict[str, Held]:
             "touched": await held(cloud, cloud.touched, 1),
             "multi": await held(cloud, nothing, num),
             "boots": await boots(cloud, count),
+            "flavors": await boots(cloud, count, flavors, every),
         }
     finally:
         gc.unfreeze()
 
 
-async def measure(n: int, num: int, count: int) -> None:
+async def measure(n: int, num: int, count: int, flavors: int, every: int) -> None:
     got: dict[str, dict[str, Held]] = {}
     new = [getattr(m, name) for m, name in SIZES]
     for variant_name, sizes in (("old", [1 << 62] * len(SIZES)), ("new", new)):
         for (m, name), size in zip(SIZES, sizes, strict=True):
             setattr(m, name, size)
         try:
-            got[variant_name] = await variant(n, num, count)
+            got[variant_name] = await variant(n, num, count, flavors, every)
         finally:
             for (m, name), size in zip(SIZES, new, strict=True):
                 setattr(m, name, size)
@@ -202,9 +219,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hosts", type=int, default=100_000)
     ap.add_argument("--instances", type=int, default=1000)
     ap.add_argument("--boots", type=int, default=60)
+    ap.add_argument("--flavors", type=int, default=6, help="sizes taken in turn (flavors step)")
+    ap.add_argument("--refresh-every", type=int, default=4, help="boots (flavors step)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    asyncio.run(measure(args.hosts, args.instances, args.boots))
+    asyncio.run(
+        measure(args.hosts, args.instances, args.boots, args.flavors, args.refresh_every)
+    )
     print(f"({time.perf_counter() - t0:.0f} s wall)")
 
 
