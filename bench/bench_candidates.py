@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import itertools
 import json
 import os
 import signal
@@ -78,6 +79,18 @@ from tests.support.placement_server import PlacementServer
 warnings.simplefilter("ignore")
 ROOT = Path(__file__).resolve().parents[1]
 FLAVOR: dict[str, Any] = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40}
+#: the boots' flavors, taken in turn by every boot of the run (``--flavors``)
+FLAVORS: list[dict[str, Any]] = [FLAVOR]
+_TURNS = itertools.count()
+
+
+def flavor_mix(n: int) -> list[dict[str, Any]]:
+    """FLAVOR and ``n - 1`` smaller ones (512 MB less each, one or two vCPUs), so every
+    host FLAVOR fits on fits them all: a mix of flavors, each one its own query."""
+    return [
+        {**FLAVOR, "vcpus": FLAVOR["vcpus"] - k % 2, "memory_mb": FLAVOR["memory_mb"] - 512 * k}
+        for k in range(n)
+    ]
 
 
 def p50(xs: list[float]) -> float:
@@ -94,7 +107,8 @@ def pct(xs: list[float], q: float) -> float:
 def spec(n: int, tenant: tuple[str, str] | None = None) -> dict[str, Any]:
     """A boot of ``n`` instances; ``tenant`` (project, user) or a new one for this boot."""
     who: dict[str, Any] = {} if tenant is None else {"project_id": tenant[0], "user_id": tenant[1]}
-    return request_spec_primitive(num_instances=n, group_policy=None, **FLAVOR, **who)
+    flavor = FLAVORS[next(_TURNS) % len(FLAVORS)]
+    return request_spec_primitive(num_instances=n, group_policy=None, **flavor, **who)
 
 
 # ---- the daemon, as systemd runs it ----------------------------------------------------------
@@ -648,6 +662,7 @@ async def e2e_in(args: argparse.Namespace, amqp: str) -> None:
         f"(daemon {args.db_pool_size} a database x {args.cells + 1} + 3, Placement "
         f"{args.placement_workers}, bench {args.cells + 4})"
     )
+    progress(f"the daemon's boots take {len(FLAVORS)} flavor(s) in turn: {FLAVORS}")
     if used + need > most:
         raise SystemExit(f"not enough PostgreSQL connections free: {most - used} < {need}")
     try:
@@ -1082,6 +1097,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--multi", type=int, default=1000)
     ap.add_argument(
+        "--flavors",
+        type=int,
+        default=1,
+        help="the daemon's boots take this many flavors in turn (FLAVOR and smaller ones); "
+        "Placement's floor claims FLAVOR",
+    )
+    ap.add_argument(
         "--idle", type=float, default=20.0, help="seconds of daemon CPU measured with no boots"
     )
     ap.add_argument("--claims", type=int, default=300)
@@ -1167,6 +1189,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the mirror path alone: no GET path, no Placement floor (quick comparisons)",
     )
     args = ap.parse_args(argv)
+    if not 1 <= args.flavors <= 7:
+        ap.error("--flavors: 1 to 7")
+    FLAVORS[:] = flavor_mix(args.flavors)
     if not args.admin_port:
         import socket
 
