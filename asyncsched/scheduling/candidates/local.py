@@ -96,6 +96,8 @@ class LocalCandidates:
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
         self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
+        # each root's allocation requests' mappings, shared by every shape
+        self._mappings: dict[str, dict[str, list[str]]] = {}
         # the last answer's roots dropped for pending claims, kept while they stay the same
         self._dropping = Dropping()
 
@@ -285,7 +287,10 @@ class LocalCandidates:
             if len(self._areqs) >= AREQ_SHAPES:
                 del self._areqs[next(iter(self._areqs))]
         self._areqs[wanted] = made  # most recent last
-        resources = dict(wanted)
+        # Read-only, so shared: one {"resources": ...} per build, one mappings value per
+        # root for every shape (an answer per flavor, 100,000 roots: half the objects each)
+        held = {"resources": dict(wanted)}
+        mappings = self._mappings
         areqs: list[dict[str, Any]] = []
         by_rp: dict[str, list[dict[str, Any]]] = {}
         summaries: dict[str, Any] = {}
@@ -296,9 +301,10 @@ class LocalCandidates:
             u = root.uuid
             one = made.get(u)
             if one is None:
-                one = made[u] = [
-                    {"allocations": {u: {"resources": resources}}, "mappings": {"": [u]}}
-                ]
+                m = mappings.get(u)
+                if m is None:
+                    m = mappings[u] = {"": [u]}
+                one = made[u] = [{"allocations": {u: held}, "mappings": m}]
             areqs.append(one[0])
             by_rp[u] = one
             for rp_id in state.tree_of(root.id) if trees else (root.id,):

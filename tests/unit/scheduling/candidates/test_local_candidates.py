@@ -507,3 +507,24 @@ def test_a_mix_of_queries_each_answer_brought_up_to_date_over_several_refreshes(
             assert list(a.alloc_reqs_by_rp_uuid.items()) == list(b.alloc_reqs_by_rp_uuid.items())
     # every query after its first answer comes by the patch (six first answers were built)
     assert kept.patched >= asked - len(reqs) - 3, (kept.patched, asked)
+
+
+def test_allocation_requests_share_their_read_only_parts_across_roots_and_flavors() -> None:
+    """An answer per flavor over 100,000 roots: each root's mappings value is one object for
+    every flavor, and one build's ``{"resources": ...}`` one object for every root (half the
+    objects a flavor's answer makes), with the content Placement gives."""
+    c = Cloud()
+    for i in range(5):
+        c.compute(f"h{i}", vcpu=8)
+    kept = LocalCandidates()
+    state = c.state()
+    small = kept.compute(state, request({"VCPU": 1}))
+    big = kept.compute(state, request({"VCPU": 2}))
+    assert isinstance(small, Candidates) and isinstance(big, Candidates)
+    for a, b in zip(small.allocation_requests, big.allocation_requests, strict=True):
+        (u,) = a["allocations"]
+        assert a["mappings"] == {"": [u]} and a["mappings"] is b["mappings"]
+        assert a["allocations"][u] == {"resources": {"VCPU": 1}}
+        assert b["allocations"][u] == {"resources": {"VCPU": 2}}
+    firsts = {id(next(iter(a["allocations"].values()))) for a in small.allocation_requests}
+    assert len(firsts) == 1
