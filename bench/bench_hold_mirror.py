@@ -23,8 +23,7 @@ Each step is measured twice: the whole call, and the candidates call alone
 (``get_allocation_candidates`` on a fresh copy of the same condition). A/B in the same run:
 ``old`` builds in one piece (every size in ``SIZES`` set past any cloud), ``new`` gives the
 loop a turn every ``columns.BUILD_CHUNK`` roots of an answer (four times as many rows of a
-class column; ``local.REJOIN_CHUNK`` roots of an answer a root joined), every ``WRITE_CHUNK``
-host rows, ``JUDGE_CHUNK`` hosts judged by a filter,
+class column), every ``WRITE_CHUNK`` host rows, ``JUDGE_CHUNK`` hosts judged by a filter,
 ``VIEW_CHUNK`` hosts looked up, and after each filter over ``FILTER_YIELD_HOSTS`` hosts.
 CPU times are the loop thread's; the machine is shared.
 
@@ -49,7 +48,7 @@ from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.query import ResourceRequest
 from asyncsched.scheduling import columns as host_columns
 from asyncsched.scheduling import engine, manager, verdicts
-from asyncsched.scheduling.candidates import LocalCandidates, columns, local
+from asyncsched.scheduling.candidates import LocalCandidates, columns
 from asyncsched.scheduling.manager import SchedulerManager
 from bench.bench_decision_mirror import CTX, AcceptAll, Mirror, TableCache, Timed, nova_hosts
 from bench.bench_decision_mirror import nova_spec as boot_spec
@@ -59,7 +58,6 @@ from tests.support.loop_gap import max_gap_while
 #: the sizes of the pieces between two turns given to the loop; "old" sets them past any cloud
 SIZES = (
     (columns, "BUILD_CHUNK"),
-    (local, "REJOIN_CHUNK"),
     (host_columns, "WRITE_CHUNK"),
     (engine, "FILTER_YIELD_HOSTS"),
     (verdicts, "JUDGE_CHUNK"),

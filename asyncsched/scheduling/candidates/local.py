@@ -23,10 +23,9 @@ Placement.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,10 +44,6 @@ AREQ_SHAPES = 4
 #: answers (without this process's pending claims) kept, by query string, each with its state
 ANSWERS = 8
 Answer = tuple[Candidates, BoolArray, list[Provider]]
-#: roots of an answer carried into a patched one between two turns given to the event loop
-#: (C-level passes: about 8 ms of CPU each at 100,000 roots)
-REJOIN_CHUNK = 16384
-_FIRST = operator.itemgetter(0)
 #: a build in steps: it yields where the loop may take a turn, and returns its value
 Steps = Generator[None, None, Any]
 
@@ -86,25 +81,6 @@ def shape(request: ResourceRequest, state: MirrorState) -> RequestGroup | Fallba
     return g
 
 
-@dataclass(slots=True)
-class Shape:
-    """The allocation requests made for one request shape (amounts per class), by root
-    uuid. Read-only once made, so shared: one ``{"resources": ...}`` value for every root,
-    and (``mappings``, kept by the caller) one mappings value per root for every shape: an
-    answer per flavor over 100,000 roots makes half the objects."""
-
-    held: dict[str, Any]
-    made: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def one(self, u: str, mappings: dict[str, dict[str, list[str]]]) -> list[dict[str, Any]]:
-        """Root ``u``'s allocation requests (a list of one), made now."""
-        m = mappings.get(u)
-        if m is None:
-            m = mappings[u] = {"": [u]}
-        one = self.made[u] = [{"allocations": {u: self.held}, "mappings": m}]
-        return one
-
-
 class LocalCandidates:
     """Computes candidates over a state: numpy columns of the roots for the current state, and
     each provider's summary for as long as the provider value is unchanged (the mirror keeps a
@@ -119,7 +95,7 @@ class LocalCandidates:
         self._kept: dict[str, tuple[MirrorState, Answer]] = {}
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
-        self._areqs: dict[tuple[tuple[str, int], ...], Shape] = {}
+        self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
         # each root's allocation requests' mappings, shared by every shape
         self._mappings: dict[str, dict[str, list[str]]] = {}
         # the last answer's roots dropped for pending claims, kept while they stay the same
@@ -183,7 +159,7 @@ class LocalCandidates:
             if made_on is state:
                 kept = before
             else:
-                kept = yield from self._patched(made_on, state, request, g, before)
+                kept = self._patched(made_on, state, request, g, before)
                 self.patched += kept is not None
         if kept is None:
             kept = yield from self._compute(state, request, g, {})
@@ -260,11 +236,10 @@ class LocalCandidates:
         request: ResourceRequest,
         g: RequestGroup,
         before: Answer,
-    ) -> Steps:
+    ) -> Answer | None:
         """``before`` (the answer over ``prior_state``) brought to ``state``: the roots that
-        left are dropped, the changed ones that stay get new summaries, those that joined
-        are put in their places (in steps). None when that is not the same answer as a
-        fresh one (trees, other roots)."""
+        left are dropped, the changed ones that stay get new summaries. None when that is
+        not the same answer as a fresh one (trees, other roots, a root that joined)."""
         old, old_mask, old_roots = before
         if state.has_trees or prior_state.has_trees:
             return None
@@ -272,13 +247,11 @@ class LocalCandidates:
         roots = cols.roots
         if len(roots) != len(old_roots) or len(mask) != len(old_mask):
             return None
+        if (mask[rows] & ~old_mask[rows]).any():
+            return None  # a root joined: its place in the answer's order needs a full build
         changed = [i for i in rows[mask[rows]].tolist() if roots[i] is not old_roots[i]]
         if any(roots[i].id != old_roots[i].id for i in changed):
             return None
-        joined = rows[mask[rows] & ~old_mask[rows]].tolist()
-        if joined:
-            got = yield from self._rejoined(state, g, old, mask, roots, changed + joined)
-            return got, mask, roots
         left = rows[old_mask[rows] & ~mask[rows]].tolist()
         if not left and not changed:
             return old, mask, roots  # the same answer (a frozen value): shared as it is
@@ -299,73 +272,6 @@ class LocalCandidates:
         summaries = PatchedSummaries.over(old.provider_summaries, patch, gone)
         return Candidates(areqs, summaries, by_rp, old.version), mask, roots
 
-    def _rejoined(
-        self,
-        state: MirrorState,
-        g: RequestGroup,
-        old: Candidates,
-        mask: BoolArray,
-        roots: list[Provider],
-        fresh: list[int],
-    ) -> Steps:
-        """``old`` (no trees) with roots that joined: the answer of ``mask`` in its order, its
-        entries taken from ``old`` by C-level passes of ``REJOIN_CHUNK`` roots, a step after
-        each, but for the rows in ``fresh`` (changed or joined: their summaries, and the
-        allocation requests of those that joined). A root joins when a full host is freed:
-        the answer built anew cost 135 ms of CPU at 100,000 roots, for each flavor it now
-        fits; this, about 75 ms."""
-        rows = np.flatnonzero(mask).tolist()
-        by_rp_of = old.alloc_reqs_by_rp_uuid.get
-        summaries_of = old.provider_summaries
-        layer: Mapping[str, Any] = {}
-        if isinstance(summaries_of, PatchedSummaries):
-            summaries_of, layer = summaries_of.layers()
-        summary_of = summaries_of.get
-        uuids: list[str] = []
-        got: list[list[dict[str, Any]] | None] = []  # None: a root that joined
-        summaries: dict[str, Any] = {}
-        for at in range(0, len(rows), REJOIN_CHUNK):
-            if at:
-                yield
-            part = [roots[i].uuid for i in rows[at : at + REJOIN_CHUNK]]
-            uuids += part
-            got += map(by_rp_of, part)
-            summaries.update(zip(part, map(summary_of, part), strict=True))
-        for u, v in layer.items():
-            if u in summaries:
-                summaries[u] = v
-        shape = self._shape(tuple(sorted(g.resources.items())))
-        cache = self._summaries
-        for i, at in zip(fresh, np.searchsorted(rows, fresh).tolist(), strict=True):
-            p = roots[i]
-            if got[at] is None:
-                got[at] = shape.one(p.uuid, self._mappings)
-            hit = cache.get(p.id)
-            if hit is None or hit[0] is not p:
-                hit = cache[p.id] = (p, summary(state, p))
-            summaries[p.uuid] = hit[1]
-        yield
-        lists = cast(list[list[dict[str, Any]]], got)
-        by_rp: dict[str, list[dict[str, Any]]] = {}
-        areqs: list[dict[str, Any]] = []
-        for at in range(0, len(rows), REJOIN_CHUNK):
-            if at:
-                yield
-            part_lists = lists[at : at + REJOIN_CHUNK]
-            by_rp.update(zip(uuids[at : at + REJOIN_CHUNK], part_lists, strict=True))
-            areqs += map(_FIRST, part_lists)
-        return Candidates(areqs, summaries, by_rp, old.version)
-
-    def _shape(self, wanted: tuple[tuple[str, int], ...]) -> Shape:
-        """The allocation requests kept for ``wanted`` (the most recent ``AREQ_SHAPES``)."""
-        shape = self._areqs.pop(wanted, None)
-        if shape is None:
-            shape = Shape({"resources": dict(wanted)})
-            if len(self._areqs) >= AREQ_SHAPES:
-                del self._areqs[next(iter(self._areqs))]
-        self._areqs[wanted] = shape  # most recent last
-        return shape
-
     def _candidates(
         self,
         state: MirrorState,
@@ -375,8 +281,16 @@ class LocalCandidates:
     ) -> Steps:
         """The :class:`Candidates` of ``anchored`` in their order, a step every
         ``columns.BUILD_CHUNK`` roots."""
-        shape = self._shape(wanted)
-        made, mappings = shape.made, self._mappings
+        made = self._areqs.pop(wanted, None)
+        if made is None:
+            made = {}
+            if len(self._areqs) >= AREQ_SHAPES:
+                del self._areqs[next(iter(self._areqs))]
+        self._areqs[wanted] = made  # most recent last
+        # Read-only, so shared: one {"resources": ...} per build, one mappings value per
+        # root for every shape (an answer per flavor, 100,000 roots: half the objects each)
+        held = {"resources": dict(wanted)}
+        mappings = self._mappings
         areqs: list[dict[str, Any]] = []
         by_rp: dict[str, list[dict[str, Any]]] = {}
         summaries: dict[str, Any] = {}
@@ -387,7 +301,10 @@ class LocalCandidates:
             u = root.uuid
             one = made.get(u)
             if one is None:
-                one = shape.one(u, mappings)
+                m = mappings.get(u)
+                if m is None:
+                    m = mappings[u] = {"": [u]}
+                one = made[u] = [{"allocations": {u: held}, "mappings": m}]
             areqs.append(one[0])
             by_rp[u] = one
             for rp_id in state.tree_of(root.id) if trees else (root.id,):
@@ -591,11 +508,6 @@ class PatchedSummaries(Mapping[str, Any]):
         flat = {u: v for u, v in base.items() if u not in dropped}
         flat.update(patch)
         return flat
-
-    def layers(self) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-        """(base, patch): the entries are the base's but for the patch's keys and the
-        dropped ones (a caller reading a dropped key from the base must replace it)."""
-        return self._base, self._patch
 
     def __getitem__(self, key: str) -> Any:
         if key in self._patch:

@@ -92,26 +92,3 @@ async def test_a_build_overtaken_by_a_newer_state_keeps_its_answer_out_of_it(
     same(a, LocalCandidates().compute(old, req))
     same(b, LocalCandidates().compute(new, req))
     same(await lc.compute_async(new, req), b)
-
-
-async def test_a_root_that_joined_is_patched_in_with_turns_given(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A full host freed joins the answer: the kept answer is patched (not built anew) in
-    steps of ``REJOIN_CHUNK`` roots, and equals the answer built anew, in order."""
-    from asyncsched.scheduling.candidates import local
-
-    monkeypatch.setattr(columns, "BUILD_CHUNK", 1 << 20)  # a build would give no turn
-    monkeypatch.setattr(local, "REJOIN_CHUNK", CHUNK)
-    c = cloud()
-    c.use(5, VCPU=8)  # full: out of the answer
-    first = c.state()
-    req = request({"VCPU": 1})
-    lc = LocalCandidates()
-    await lc.compute_async(first, req)
-    c.use(5, VCPU=0)  # freed: it joins
-    second = first.with_providers(dict(c.providers), {5})
-    got, turns = await turns_while(lc.compute_async(second, req))
-    assert lc.patched == 1 and turns >= ROOTS // CHUNK - 1
-    same(got, LocalCandidates().compute(second, req))
-    assert isinstance(got, Candidates) and c.providers[5].uuid in got.alloc_reqs_by_rp_uuid
