@@ -92,3 +92,17 @@ async def test_a_build_overtaken_by_a_newer_state_keeps_its_answer_out_of_it(
     same(a, LocalCandidates().compute(old, req))
     same(b, LocalCandidates().compute(new, req))
     same(await lc.compute_async(new, req), b)
+
+
+def test_a_request_on_an_older_state_does_not_replace_the_newer_kept_answer() -> None:
+    """A request that read the mirror's state before a refresh may ask after one: it gets
+    its own state's answer, and the newer state's answer stays kept (served as it is)."""
+    c = cloud()
+    old = c.state()
+    c.use(3, VCPU=8)
+    new = old.with_providers(dict(c.providers), {3})
+    req = request({"VCPU": 1})
+    lc = LocalCandidates()
+    newest = lc.compute(new, req)
+    same(lc.compute(old, req), LocalCandidates().compute(old, req))
+    assert lc.compute(new, req) is newest
