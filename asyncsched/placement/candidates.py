@@ -23,6 +23,10 @@ class Candidates:
     provider_summaries: Mapping[str, Any]
     alloc_reqs_by_rp_uuid: dict[str, list[dict[str, Any]]]
     version: str = CANDIDATES_VERSION
+    #: (another answer's ``alloc_reqs_by_rp_uuid``, uuids) when this answer is that one in
+    #: its order without those providers, the others' allocation requests the same objects
+    #: (the mirror's answers after roots left): a view of that answer's hosts gives this one's
+    derived: tuple[dict[str, list[dict[str, Any]]], frozenset[str]] | None = None
 
     @classmethod
     def parse(cls, body: Mapping[str, Any], version: str = CANDIDATES_VERSION) -> Candidates:

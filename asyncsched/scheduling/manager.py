@@ -14,6 +14,7 @@ makes the engine every call runs on, ``hosts_for(ctx, spec)`` is the candidate s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import operator
@@ -47,6 +48,9 @@ VIEW_CHUNK = 16384
 #: host views kept, one per answer (``LocalCandidates`` keeps ``ANSWERS`` of them: a mix of
 #: flavors asks for several in turn)
 VIEWS = 8
+#: providers an answer may lack against a kept view's to be found by a scan each (a C-level
+#: pass of string compares) rather than by a membership test of every host
+DERIVED_SCANS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +269,10 @@ class SchedulerManager(Strategy):
         The mirror hands out the same ``alloc_reqs_by_rp_uuid`` object while its answer
         holds (the usual case between two refreshes), so the view of each of the last
         ``VIEWS`` answers is kept while that object, the cell restriction and the cache's
-        hosts are the same: a request then skips three passes over 10,000 hosts. The lists
-        are read-only (``DecisionEngine.start`` copies what a request changes). Built
-        ``VIEW_CHUNK`` hosts between two turns given to the event loop: at 100,000 hosts the
-        lookups in one piece held it tens of ms."""
+        hosts are the same: a request then skips three passes over 10,000 hosts. An answer
+        that is a kept one less a few roots (``Candidates.derived``) gets that view less
+        their hosts. The lists are read-only (``DecisionEngine.start`` copies what a request
+        changes)."""
         by_rp = cands.alloc_reqs_by_rp_uuid
         dest = spec.requested_destination
         key = (
@@ -280,6 +284,46 @@ class SchedulerManager(Strategy):
         if kept is not None and kept[0] is by_rp and kept[1] == key:
             self._views[id(by_rp)] = kept
             return kept[2], kept[3]
+        view = self._derived_view(cands, key)
+        if view is None:
+            view = await self._new_view(spec, cands)
+        self._views.pop(id(by_rp), None)  # made meanwhile by another request
+        self._views[id(by_rp)] = (by_rp, key, *view)
+        while len(self._views) > VIEWS:
+            del self._views[next(iter(self._views))]
+        return view
+
+    def _derived_view(
+        self, cands: Candidates, key: tuple[Any, ...]
+    ) -> tuple[list[HostState], list[list[dict[str, Any]]]] | None:
+        """The view of an answer that is a kept view's answer less a few providers (roots
+        that left it): that view less their hosts, by C-level passes (a view made anew
+        looks 100,000 hosts up)."""
+        derived = cands.derived
+        prior = None if derived is None else self._views.get(id(derived[0]))
+        if derived is None or prior is None or prior[0] is not derived[0] or prior[1] != key:
+            return None
+        less, hosts, per_host = derived[1], prior[2], prior[3]
+        names = list(map(_UUID, hosts))
+        if len(less) > DERIVED_SCANS:
+            keep = list(map(operator.not_, map(less.__contains__, names)))
+            return list(itertools.compress(hosts, keep)), list(itertools.compress(per_host, keep))
+        at: list[int] = []
+        for u in less:
+            with contextlib.suppress(ValueError):  # not a host of this view: nested, a cell
+                at.append(names.index(u))
+        states, per = hosts.copy(), per_host.copy()
+        for i in sorted(at, reverse=True):
+            del states[i], per[i]
+        return states, per
+
+    async def _new_view(
+        self, spec: RequestSpec, cands: Candidates
+    ) -> tuple[list[HostState], list[list[dict[str, Any]]]]:
+        """The hosts of ``cands`` looked up in the cache and each one's allocation requests,
+        ``VIEW_CHUNK`` hosts between two turns given to the event loop (at 100,000 hosts the
+        lookups in one piece held it tens of ms)."""
+        by_rp = cands.alloc_reqs_by_rp_uuid
         states: list[HostState] = []
         per_host: list[list[dict[str, Any]]] = []
         empty: list[dict[str, Any]] = []
@@ -299,10 +343,6 @@ class SchedulerManager(Strategy):
                 if None in got
                 else cast(list[list[dict[str, Any]]], got)
             )
-        self._views.pop(id(by_rp), None)  # made meanwhile by another request
-        self._views[id(by_rp)] = (by_rp, key, states, per_host)
-        while len(self._views) > VIEWS:
-            del self._views[next(iter(self._views))]
         return states, per_host
 
 

@@ -23,6 +23,7 @@ Placement.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ AREQ_SHAPES = 4
 #: answers (without this process's pending claims) kept, by query string, each with its state
 ANSWERS = 8
 Answer = tuple[Candidates, BoolArray, list[Provider]]
+_FIRST = operator.itemgetter(0)
 #: a build in steps: it yields where the loop may take a turn, and returns its value
 Steps = Generator[None, None, Any]
 
@@ -270,7 +272,8 @@ class LocalCandidates:
                 hit = cache[p.id] = (p, summary(state, p))
             patch[p.uuid] = hit[1]
         summaries = PatchedSummaries.over(old.provider_summaries, patch, gone)
-        return Candidates(areqs, summaries, by_rp, old.version), mask, roots
+        derived = (old.alloc_reqs_by_rp_uuid, frozenset(gone)) if gone else None
+        return Candidates(areqs, summaries, by_rp, old.version, derived), mask, roots
 
     def _candidates(
         self,
@@ -359,12 +362,12 @@ def _without_roots(
     answer: Candidates, gone: list[str]
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """``answer``'s allocation requests and their index without those of the roots ``gone``
-    (new objects: ``answer`` is shared)."""
+    (new objects: ``answer`` is shared). No trees: one allocation request per root, in the
+    index's order, so both come from the index by C-level passes."""
     by_rp = dict(answer.alloc_reqs_by_rp_uuid)
-    dropped: set[int] = set()
     for u in gone:
-        dropped.update(id(a) for a in by_rp.pop(u, ()))
-    return [a for a in answer.allocation_requests if id(a) not in dropped], by_rp
+        by_rp.pop(u, None)
+    return list(map(_FIRST, by_rp.values())), by_rp
 
 
 def summary(state: MirrorState, p: Provider) -> dict[str, Any]:
@@ -458,7 +461,11 @@ def with_pending(
                 dropping.areqs, dropping.by_rp, dropping.dropped = made
         areqs, new_by_rp, dropped = made
     patch = {u: plus_pending(summaries[u], pending[u]) for u in shown if u not in dropped}
-    return Candidates(areqs, PatchedSummaries(summaries, patch, dropped), new_by_rp, base.version)
+    # the same object as base's while no root is gone: what base is derived from, this is
+    derived = (by_rp, dropped) if dropped else base.derived
+    return Candidates(
+        areqs, PatchedSummaries(summaries, patch, dropped), new_by_rp, base.version, derived
+    )
 
 
 def _drop(

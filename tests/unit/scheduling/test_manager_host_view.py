@@ -114,3 +114,47 @@ async def test_a_mix_of_flavors_keeps_one_view_and_one_row_list_per_answer() -> 
         assert (placement.lookups, rows) == (3 + made, 3 + made)
     finally:
         columns.HostColumns._rows = real_rows  # type: ignore[method-assign]
+
+
+class LessOne(OneAnswer):
+    """The first answer, then the same answer less one root, as the mirror makes it after a
+    root left (``Candidates.derived`` names the answer and the root)."""
+
+    def __init__(self, hosts: list, cache: FakeCache, drop: str) -> None:  # type: ignore[type-arg]
+        super().__init__(hosts, cache)
+        self.drop, self.calls = drop, 0
+
+    async def get_allocation_candidates(self, request: ResourceRequest) -> Candidates:
+        first = await super().get_allocation_candidates(request)
+        self.calls += 1
+        if self.calls == 1:
+            return first
+        by_rp = {u: a for u, a in first.alloc_reqs_by_rp_uuid.items() if u != self.drop}
+        summaries = {u: v for u, v in first.provider_summaries.items() if u != self.drop}
+        areqs = [a for a in first.allocation_requests if self.drop not in a["allocations"]]
+        derived = (first.alloc_reqs_by_rp_uuid, frozenset({self.drop}))
+        return Candidates(areqs, summaries, by_rp, first.version, derived)
+
+
+async def test_an_answer_less_a_root_gets_the_kept_view_less_its_host() -> None:
+    """No lookup of the answer's hosts again: the kept view less the host that left, which
+    is never chosen (it has the most free RAM), and equal to a view made anew."""
+    hosts = [host(f"cmp{i}", free_ram_mb=8192 - i * 512) for i in range(5)]
+    cache = FakeCache(hosts)
+    placement = LessOne(hosts, cache, hosts[0].uuid)
+    mgr = SchedulerManager(config(), cache, placement, clock=lambda: NOW)
+    spec, ids = boot()
+    first = await mgr.select_destinations(CTX, spec, ids, True, False)
+    then = await mgr.select_destinations(CTX, *boot(), True, False)
+    assert placement.lookups == 1
+    assert first[0][0].service_host == "cmp0" and then[0][0].service_host == "cmp1"
+    cands = await placement.get_allocation_candidates(None)  # type: ignore[arg-type]
+    derived = await mgr._host_view(spec, cands)
+    assert placement.lookups == 1
+    fresh = await SchedulerManager(config(), cache, placement, clock=lambda: NOW)._host_view(
+        spec, cands
+    )
+    assert placement.lookups == 2
+    names = ["cmp1", "cmp2", "cmp3", "cmp4"]
+    assert [s.host for s in derived[0]] == [s.host for s in fresh[0]] == names
+    assert derived[1] == fresh[1]

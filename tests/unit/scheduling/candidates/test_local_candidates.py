@@ -528,3 +528,33 @@ def test_allocation_requests_share_their_read_only_parts_across_roots_and_flavor
         assert b["allocations"][u] == {"resources": {"VCPU": 2}}
     firsts = {id(next(iter(a["allocations"].values()))) for a in small.allocation_requests}
     assert len(firsts) == 1
+
+
+def test_an_answer_less_roots_names_the_answer_it_came_from() -> None:
+    """A root leaves on a refresh, another one for a pending claim: each answer names the
+    one it is, less those roots (the scheduler derives its host view from that one's)."""
+    c = Cloud()
+    ids = [c.compute(f"h{i}", vcpu=4) for i in range(6)]
+    kept = LocalCandidates()
+    req = request({"VCPU": 2})
+    first = c.state()
+    a = kept.compute(first, req)
+    c.use(ids[1], VCPU=4)  # full: leaves
+    second = first.with_providers(dict(c.providers), {ids[1]})
+    b = kept.compute(second, req)
+    p = kept.compute(second, req, {c.providers[ids[4]].uuid: {"VCPU": 3}})  # no longer fits
+    assert isinstance(a, Candidates) and isinstance(b, Candidates) and isinstance(p, Candidates)
+    h1, h4 = c.providers[ids[1]].uuid, c.providers[ids[4]].uuid
+    assert a.derived is None
+    assert b.derived == (a.alloc_reqs_by_rp_uuid, frozenset({h1}))
+    assert p.derived == (b.alloc_reqs_by_rp_uuid, frozenset({h4}))
+    for now, was in ((b, a), (p, b)):
+        assert now.derived is not None
+        less = now.derived[1]
+        assert list(now.alloc_reqs_by_rp_uuid) == [
+            u for u in was.alloc_reqs_by_rp_uuid if u not in less
+        ]
+        assert all(
+            now.alloc_reqs_by_rp_uuid[u] is was.alloc_reqs_by_rp_uuid[u]
+            for u in now.alloc_reqs_by_rp_uuid
+        )
