@@ -17,7 +17,10 @@ CPU, GC paused), printed beside the call's whole CPU time in the same run, for:
   path: its CPU is the mean per boot, its hold the longest of any; no candidates alone);
 * ``flavors``: as ``boots``, the boots' flavors taken in turn from ``--flavors`` sizes, the
   mirror refreshed every ``--refresh-every`` boots (a cloud booting a mix of flavors while
-  its claims land: each refresh makes a new state), after one boot of each flavor.
+  its claims land: each refresh makes a new state), after one boot of each flavor;
+* ``left``: 10 one-instance boots, each after a refresh where a host of the answer is full
+  (it leaves: the answer is patched, the host view made again or derived), mean CPU per
+  boot and longest hold of any (last: the hosts stay full).
 
 Each step is measured twice: the whole call, and the candidates call alone
 (``get_allocation_candidates`` on a fresh copy of the same condition). A/B in the same run:
@@ -63,7 +66,7 @@ SIZES = (
     (verdicts, "JUDGE_CHUNK"),
     (manager, "VIEW_CHUNK"),
 )
-STEPS = ("cold", "joined", "boot", "touched", "multi", "boots", "flavors")
+STEPS = ("cold", "joined", "boot", "touched", "multi", "boots", "flavors", "left")
 
 
 class Seen(Timed):
@@ -129,6 +132,16 @@ class Cloud:
         for h in self.hosts:
             h.touch()
 
+    async def left(self) -> None:
+        """A host of the answer full on the next state (boots filled it): it leaves."""
+        self.full += 1
+        m = self.mirror
+        p = m.providers[self.full]
+        m.providers[self.full] = replace(
+            p, used={rc: inv.capacity for rc, inv in p.inventories.items()}
+        )
+        m.state = m.state.with_providers(dict(m.providers), [self.full])
+
     async def joined(self) -> None:
         """A host full on one state (out of the answer), freed on the next: it joins."""
         self.full += 1
@@ -148,6 +161,18 @@ async def held(cloud: Cloud, prepare: Callable[[], Awaitable[None]], num: int) -
     await prepare()
     whole = await max_gap_while(cloud.call(num))
     return Held(whole.longest * 1e3, whole.total * 1e3, alone.longest * 1e3, alone.total * 1e3)
+
+
+async def lefts(cloud: Cloud, count: int) -> Held:
+    """``count`` one-instance boots, each after a refresh where a host of the answer is full:
+    mean CPU per boot, longest hold of any (no candidates alone: in the daemon every answer
+    goes through the manager, whose view of the last one a new one is derived from)."""
+    hold = cpu = 0.0
+    for _ in range(count):
+        await cloud.left()
+        one = await max_gap_while(cloud.call(1))
+        hold, cpu = max(hold, one.longest), cpu + one.total
+    return Held(hold * 1e3, cpu * 1e3 / count, float("nan"), float("nan"))
 
 
 async def boots(cloud: Cloud, count: int, flavors: int = 1, every: int = 20) -> Held:
@@ -185,6 +210,7 @@ async def variant(n: int, num: int, count: int, flavors: int, every: int) -> dic
             "multi": await held(cloud, nothing, num),
             "boots": await boots(cloud, count),
             "flavors": await boots(cloud, count, flavors, every),
+            "left": await lefts(cloud, 10),
         }
     finally:
         gc.unfreeze()
