@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from asyncsched.common.recent import Recent
 from asyncsched.state.host_state import ChangeLog, HostState
 
 _GEN = attrgetter("generation")
@@ -125,7 +126,7 @@ class HostColumns:
         self.epoch = 0  # moves when rows are renumbered: anything kept by row is void
         # by id, the last KEPT_LISTS lists given to slots() and their rows: the scheduler's
         # kept host views come back as the same (read-only) lists while their answers stand
-        self._lists: dict[int, tuple[Sequence[HostState], int, IntArray]] = {}
+        self._lists: Recent[int, tuple[Sequence[HostState], int, IntArray]] = Recent(KEPT_LISTS)
         # Where the hosts' ChangeLog stood when every row was last known current.
         self._mark: tuple[ChangeLog, tuple[int, int]] | None = None
         self.register(columns)
@@ -215,21 +216,17 @@ class HostColumns:
         """
         n = len(states)
         changes = states[0].changes if n else None
-        last = self._lists.pop(id(states), None)
+        last = self._lists.get(id(states))
         created: list[int] = []
         if last is not None and last[0] is states and last[1] == self.epoch and len(last[2]) == n:
             idx = last[2]
-            self._lists[id(states)] = last  # most recent last
         else:
             epoch = self.epoch
             idx, created = yield from self._rows(states)
             if self.epoch != epoch:  # renumbered meanwhile (forget_missing): in one piece
                 idx, created = drained(self._rows(states))
             idx.flags.writeable = False  # handed to several requests: never changed in place
-            self._lists.pop(id(states), None)
-            self._lists[id(states)] = (states, self.epoch, idx)
-            while len(self._lists) > KEPT_LISTS:
-                del self._lists[next(iter(self._lists))]
+            self._lists.put(id(states), (states, self.epoch, idx))
         if (yield from self._touched_only(changes)):
             if created:
                 rows = np.asarray(created, dtype=np.intp)

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from asyncsched.common.clock import utcnow
+from asyncsched.common.recent import Recent
 from asyncsched.common.recorder import NO_RECORDER, Recorder
 from asyncsched.conf.options import Config
 from asyncsched.exceptions import ConfigError, NoValidHost, PlacementError
@@ -94,9 +95,9 @@ class SchedulerManager(Strategy):
         self._requests = 0
         # by id of alloc_reqs_by_rp_uuid, the last VIEWS views _host_view made (most recent
         # last): (that object, key, hosts, their allocation requests)
-        self._views: dict[
+        self._views: Recent[
             int, tuple[object, tuple[Any, ...], list[HostState], list[list[dict[str, Any]]]]
-        ] = {}
+        ] = Recent(VIEWS)
         self.engine = self.build_engine(config)
 
     # -- configuration ---------------------------------------------------------------------
@@ -280,17 +281,13 @@ class SchedulerManager(Strategy):
             None if dest is None or dest.cell is None else dest.cell.uuid,
             None if dest is None else dest.allow_cross_cell_move,
         )
-        kept = self._views.pop(id(by_rp), None)
+        kept = self._views.get(id(by_rp))
         if kept is not None and kept[0] is by_rp and kept[1] == key:
-            self._views[id(by_rp)] = kept
             return kept[2], kept[3]
         view = self._derived_view(cands, key)
         if view is None:
             view = await self._new_view(spec, cands)
-        self._views.pop(id(by_rp), None)  # made meanwhile by another request
-        self._views[id(by_rp)] = (by_rp, key, *view)
-        while len(self._views) > VIEWS:
-            del self._views[next(iter(self._views))]
+        self._views.put(id(by_rp), (by_rp, key, *view))  # or made meanwhile by another request
         return view
 
     def _derived_view(
@@ -300,7 +297,7 @@ class SchedulerManager(Strategy):
         that left it): that view less their hosts, by C-level passes (a view made anew
         looks 100,000 hosts up)."""
         derived = cands.derived
-        prior = None if derived is None else self._views.get(id(derived[0]))
+        prior = None if derived is None else self._views.peek(id(derived[0]))
         if derived is None or prior is None or prior[0] is not derived[0] or prior[1] != key:
             return None
         less, hosts, per_host = derived[1], prior[2], prior[3]

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from asyncsched.common.recent import Recent
 from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
 from asyncsched.placement.microversions import CANDIDATES_VERSION
@@ -94,10 +95,12 @@ class LocalCandidates:
         self.patched = 0  # answers brought from the previous state instead of built anew
         self._columns: RootColumns | None = None
         # per query string, the answer without pending claims and the state it is for
-        self._kept: dict[str, tuple[MirrorState, Answer]] = {}
+        self._kept: Recent[str, tuple[MirrorState, Answer]] = Recent(ANSWERS)
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
-        self._areqs: dict[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = {}
+        self._areqs: Recent[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = (
+            Recent(AREQ_SHAPES)
+        )
         # each root's allocation requests' mappings, shared by every shape
         self._mappings: dict[str, dict[str, list[str]]] = {}
         # the last answer's roots dropped for pending claims, kept while they stay the same
@@ -154,7 +157,7 @@ class LocalCandidates:
         A build may give the loop turns: another request may keep an answer for the same
         query meanwhile; the one for the newer state stays."""
         key = request.to_querystring()
-        hit = self._kept.get(key)
+        hit = self._kept.peek(key)
         kept: Answer | None = None
         if hit is not None:
             made_on, before = hit
@@ -166,11 +169,9 @@ class LocalCandidates:
         if kept is None:
             kept = yield from self._compute(state, request, g, {})
         # another request may have kept one meanwhile, or be on a newer state: the newer stays
-        have = self._kept.pop(key, None)
+        have = self._kept.peek(key)
         newer = have is not None and have[0].serial > state.serial
-        self._kept[key] = have if newer and have is not None else (state, kept)  # most recent last
-        while len(self._kept) > ANSWERS:
-            del self._kept[next(iter(self._kept))]
+        self._kept.put(key, have if newer and have is not None else (state, kept))
         base = kept[0]
         return with_pending(state, base, g, pending, self._dropping) if pending else base
 
@@ -284,12 +285,10 @@ class LocalCandidates:
     ) -> Steps:
         """The :class:`Candidates` of ``anchored`` in their order, a step every
         ``columns.BUILD_CHUNK`` roots."""
-        made = self._areqs.pop(wanted, None)
+        made = self._areqs.get(wanted)
         if made is None:
             made = {}
-            if len(self._areqs) >= AREQ_SHAPES:
-                del self._areqs[next(iter(self._areqs))]
-        self._areqs[wanted] = made  # most recent last
+            self._areqs.put(wanted, made)
         # Read-only, so shared: one {"resources": ...} per build, one mappings value per
         # root for every shape (an answer per flavor, 100,000 roots: half the objects each)
         held = {"resources": dict(wanted)}
