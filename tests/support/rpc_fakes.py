@@ -157,6 +157,23 @@ def _call(uid: str = "u-1", **args: Any) -> dict[str, Any]:
     }
 
 
+def wide_message() -> bytes:
+    """A call whose arguments hold an object of 500,000 small keys (it held the loop 2.5 s)."""
+    inner = _call("h")
+    inner["args"] = {**inner["args"], "wide": {f"k{i}": 0 for i in range(500_000)}}
+    return _body(inner)
+
+
+def benign_message(like: bytes) -> bytes:
+    """A call as large as ``like``, of a few long strings (each within validation.MAX_STRING)."""
+    pad = (len(like) - len(_body(_call("b")))) // 60_000
+    inner = _call("b")
+    inner["args"] = {**inner["args"], "notes": ["x" * 59_990] * pad}
+    benign = _body(inner)
+    assert abs(len(benign) - len(like)) < 0.02 * len(like)
+    return benign
+
+
 async def _deliver(
     server: RPCServer, journal: Journal, body: bytes, redelivered: bool = False
 ) -> None:
