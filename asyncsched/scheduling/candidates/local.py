@@ -41,10 +41,12 @@ from asyncsched.scheduling.columns import drained, stepped
 from asyncsched.state.placement_mirror import MirrorState, Provider
 
 Pending = Mapping[str, Mapping[str, int]]  # rp uuid -> class -> amount claimed, not yet seen
-#: request shapes (amounts per class) whose allocation requests are kept for reuse
-AREQ_SHAPES = 4
 #: answers (without this process's pending claims) kept, by query string, each with its state
 ANSWERS = 8
+#: request shapes (amounts per class) whose allocation requests are kept for reuse: as many
+#: as answers (a kept answer holds its shape's requests anyway; a shape dropped while its
+#: answer is kept made three new objects a root at its next build, and both stayed alive)
+AREQ_SHAPES = ANSWERS
 Answer = tuple[Candidates, BoolArray, list[Provider]]
 _FIRST = operator.itemgetter(0)
 #: a build in steps: it yields where the loop may take a turn, and returns its value

@@ -558,3 +558,26 @@ def test_an_answer_less_roots_names_the_answer_it_came_from() -> None:
             now.alloc_reqs_by_rp_uuid[u] is was.alloc_reqs_by_rp_uuid[u]
             for u in now.alloc_reqs_by_rp_uuid
         )
+
+
+def test_a_mix_of_flavors_rebuilt_after_a_join_reuses_every_flavors_allocation_requests() -> None:
+    """Six flavors in turn, then a root joins every answer (a full host freed): each answer is
+    built anew, from the allocation requests its shape made before (``AREQ_SHAPES`` is
+    ``ANSWERS``): no new objects a root, nothing new for the collector to walk."""
+    c = Cloud()
+    ids = [c.compute(f"h{i}", vcpu=8, mem=16384) for i in range(8)]
+    c.use(ids[3], VCPU=8)  # full: in no answer
+    kept = LocalCandidates()
+    reqs = [request({"VCPU": 1 + f % 4, "MEMORY_MB": 512 * (1 + f)}) for f in range(6)]
+    first = c.state()
+    before = [kept.compute(first, r) for r in reqs]
+    c.use(ids[3], VCPU=0)  # freed: joins every answer
+    second = first.with_providers(dict(c.providers), {ids[3]})
+    after = [kept.compute(second, r) for r in reqs]
+    joined = c.providers[ids[3]].uuid
+    for was, now in zip(before, after, strict=True):
+        assert isinstance(was, Candidates) and isinstance(now, Candidates)
+        assert joined in now.alloc_reqs_by_rp_uuid and joined not in was.alloc_reqs_by_rp_uuid
+        for u, areqs in was.alloc_reqs_by_rp_uuid.items():
+            assert now.alloc_reqs_by_rp_uuid[u] is areqs  # the same objects, not new ones
+
