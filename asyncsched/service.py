@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from asyncsched.common import heap
 from asyncsched.common.health import HealthFailed, ServiceHealth, Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.common.tasks import cancel_and_wait
@@ -52,10 +53,12 @@ def freeze_start_up_heap() -> None:
     stall every refresh running then waited for) to find almost nothing (27 objects at
     100,000 hosts: the state is values and dicts, freed by reference counts). Called once,
     before the first consumer starts; process-wide, so only the daemon asks for it
-    (``freeze_gc``)."""
+    (``freeze_gc``). From then on, what the scheduler's large builds keep is frozen in turn
+    (``common.heap``)."""
     began = time.perf_counter()
     gc.freeze()
     gc.set_threshold(*DAEMON_GC_THRESHOLDS)
+    heap.KEEPER.enabled = True  # and what large builds keep later (common/heap.py)
     LOG.info(
         "start-up heap frozen: %d objects out of the collector's reach in %.3f s",
         gc.get_freeze_count(),

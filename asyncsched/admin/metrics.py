@@ -15,6 +15,7 @@ fixed sets (never a host, instance or request id).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from asyncsched.common import heap
 from asyncsched.common.health import ServiceHealth, Snapshot
 from asyncsched.placement.health import GuardHealth, PendingHealth, PlacementHealth
 from asyncsched.rpc.server import RPCHealth
@@ -373,6 +375,17 @@ class HealthCollector(Collector):
             "asyncsched_up",
             "1 while the service is running (0 starting/stopping).",
             value=1 if snapshot.state == "running" else 0,
+        )
+        yield GaugeMetricFamily(
+            "asyncsched_gc_frozen_objects",
+            "Objects out of the cyclic collector's reach: the start-up heap and what large "
+            "builds kept since (falls as they are freed).",
+            value=gc.get_freeze_count(),
+        )
+        yield CounterMetricFamily(
+            "asyncsched_gc_heap_freezes",
+            "Times the young heap was frozen after large builds (common/heap.py).",
+            value=heap.KEEPER.freezes,
         )
         for part in PARTS:
             yield from part.collect(snapshot)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from asyncsched.common import heap
 from asyncsched.common.recent import Recent
 from asyncsched.objects.models import RequestGroup
 from asyncsched.placement.candidates import Candidates
@@ -47,6 +48,9 @@ ANSWERS = 8
 #: as answers (a kept answer holds its shape's requests anyway; a shape dropped while its
 #: answer is kept made three new objects a root at its next build, and both stayed alive)
 AREQ_SHAPES = ANSWERS
+#: container objects kept per allocation request made (it, its allocations, its index list)
+#: and per summary made (it, its resources, its traits, one per class: three classes here)
+AREQ_OBJECTS, SUMMARY_OBJECTS = 3, 6
 Answer = tuple[Candidates, BoolArray, list[Provider]]
 _FIRST = operator.itemgetter(0)
 #: a build in steps: it yields where the loop may take a turn, and returns its value
@@ -100,8 +104,8 @@ class LocalCandidates:
         self._kept: Recent[str, tuple[MirrorState, Answer]] = Recent(ANSWERS)
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
-        self._areqs: Recent[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = (
-            Recent(AREQ_SHAPES)
+        self._areqs: Recent[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = Recent(
+            AREQ_SHAPES
         )
         # each root's allocation requests' mappings, shared by every shape
         self._mappings: dict[str, dict[str, list[str]]] = {}
@@ -299,8 +303,11 @@ class LocalCandidates:
         by_rp: dict[str, list[dict[str, Any]]] = {}
         summaries: dict[str, Any] = {}
         providers, cache, trees = state.providers, self._summaries, state.has_trees
+        made_here = 0  # objects this build made that live on, told to the heap's keeper
         for n, root in enumerate(anchored, 1):
             if n % build.BUILD_CHUNK == 0:
+                heap.KEEPER.made(made_here)
+                made_here = 0
                 yield
             u = root.uuid
             one = made.get(u)
@@ -309,6 +316,7 @@ class LocalCandidates:
                 if m is None:
                     m = mappings[u] = {"": [u]}
                 one = made[u] = [{"allocations": {u: held}, "mappings": m}]
+                made_here += AREQ_OBJECTS
             areqs.append(one[0])
             by_rp[u] = one
             for rp_id in state.tree_of(root.id) if trees else (root.id,):
@@ -316,8 +324,10 @@ class LocalCandidates:
                 hit = cache.get(rp_id)
                 if hit is None or hit[0] is not p:
                     hit = cache[rp_id] = (p, summary(state, p))
+                    made_here += SUMMARY_OBJECTS
                 mine = pending.get(p.uuid)
                 summaries[p.uuid] = plus_pending(hit[1], mine) if mine else hit[1]
+        heap.KEEPER.made(made_here)
         if len(anchored) >= build.BUILD_CHUNK:
             yield  # the last chunk's work ends a step: the caller's next piece starts afresh
         return Candidates(areqs, summaries, by_rp, CANDIDATES_VERSION)

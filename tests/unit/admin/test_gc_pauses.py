@@ -55,3 +55,24 @@ async def test_the_monitor_reports_pauses_in_health_and_on_the_metric() -> None:
         if ln.startswith('asyncsched_gc_pause_seconds_count{generation="2"}')
     )
     assert float(line.split()[-1]) >= 1
+
+
+def test_the_frozen_heap_and_the_keepers_freezes_are_exported() -> None:
+    from asyncsched.admin.metrics import HealthCollector
+    from asyncsched.common import heap
+    from asyncsched.common.health import ServiceHealth
+
+    gc.unfreeze()
+    kept: list[list[int]] = [[] for _ in range(10)]
+    was = heap.KEEPER.freezes
+    heap.KEEPER.enabled = True
+    try:
+        heap.KEEPER.made(heap.KEEP_AT)
+        families = {
+            m.name: m for m in HealthCollector(lambda: ServiceHealth("running", {})).collect()
+        }
+    finally:
+        heap.KEEPER.enabled = False
+        gc.unfreeze()
+    assert families["asyncsched_gc_frozen_objects"].samples[0].value >= len(kept)
+    assert families["asyncsched_gc_heap_freezes"].samples[0].value == was + 1

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from asyncsched.common import heap
 from asyncsched.common.health import Snapshot
 from asyncsched.common.systemd import SystemdNotifier
 from asyncsched.conf import ConfigSources, load_config
@@ -406,6 +407,7 @@ async def test_daemon_holds_the_collector_off_while_loading_and_freezes_before_c
         await service.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+        heap.KEEPER.enabled = False
     assert gc.isenabled()
 
 
@@ -421,13 +423,16 @@ async def test_daemon_freezes_the_start_up_heap_only_when_asked() -> None:
     assert gc.get_freeze_count() == 0
     await plain.stop()
     assert gc.get_threshold() != DAEMON_GC_THRESHOLDS
+    assert not heap.KEEPER.enabled
     thresholds = gc.get_threshold()
     frozen = Service(Config(), [FakeComponent("hoststate", events)], freeze_gc=True)
     try:
         await frozen.start()
         assert gc.get_freeze_count() > 0
         assert gc.get_threshold() == DAEMON_GC_THRESHOLDS  # a young generation of 50,000
+        assert heap.KEEPER.enabled  # and what large builds keep is frozen in turn
     finally:
         await frozen.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+        heap.KEEPER.enabled = False

@@ -581,3 +581,34 @@ def test_a_mix_of_flavors_rebuilt_after_a_join_reuses_every_flavors_allocation_r
         for u, areqs in was.alloc_reqs_by_rp_uuid.items():
             assert now.alloc_reqs_by_rp_uuid[u] is areqs  # the same objects, not new ones
 
+
+def test_a_build_tells_the_heaps_keeper_what_it_made_and_a_rebuild_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An answer's first build reports its allocation requests and summaries as kept objects
+    (the daemon's keeper freezes them past ``KEEP_AT``); the same answer built again from
+    them after a join reports only the joined root's summary."""
+    from asyncsched.common import heap
+    from asyncsched.scheduling.candidates import local
+
+    told: list[int] = []
+
+    class Told(heap.HeapKeeper):
+        def made(self, objects: int) -> None:
+            told.append(objects)
+
+    monkeypatch.setattr(heap, "KEEPER", Told())
+    c = Cloud()
+    ids = [c.compute(f"h{i}", vcpu=8) for i in range(5)]
+    kept = LocalCandidates()
+    first = c.state()
+    kept.compute(first, request({"VCPU": 1}))
+    assert sum(told) == 5 * (local.AREQ_OBJECTS + local.SUMMARY_OBJECTS)
+    told.clear()
+    c.use(ids[0], VCPU=8)
+    second = first.with_providers(dict(c.providers), {ids[0]})
+    kept.compute(second, request({"VCPU": 1}))  # h0 left: patched, nothing built
+    c.use(ids[0], VCPU=0)
+    third = second.with_providers(dict(c.providers), {ids[0]})
+    kept.compute(third, request({"VCPU": 1}))  # h0 joined: built anew from what was made
+    assert sum(told) == local.SUMMARY_OBJECTS  # h0's new summary only
