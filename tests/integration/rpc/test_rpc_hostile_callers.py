@@ -6,8 +6,8 @@
   call alone: ``bench/bench_rpc_returned.py``);
 * a different request that reuses another's ``_unique_id`` is scheduled on its own;
 * a broker restart (a PRIVATE node: ``tests/support/private_broker``, never the shared one):
-  our queues are declared again within a fraction of a second of the broker accepting
-  connections, measured from outside with AMQP probes.
+  our queues are declared again, seen from outside with AMQP probes, without waiting out
+  nova's reconnect options (set to an hour each: no clock in the test).
 """
 
 from __future__ import annotations
@@ -193,16 +193,26 @@ async def _consumed(connection: aio_pika.abc.AbstractConnection, queue: str) -> 
         await asyncio.sleep(0.01)
 
 
-async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
+async def test_after_a_broker_restart_our_queues_are_back_without_novas_reconnect_waits(
     own_broker: PrivateBroker,
 ) -> None:
     """nova's default transient queues: the restart deletes ``scheduler``; every call published
-    before we declare it again is dropped unrouted, so the gap must be short."""
+    before we declare it again is dropped unrouted, so we must not wait out nova's reconnect
+    schedule. No clock: nova's reconnect options are set to an hour each, so a reconnect that
+    followed them (the schedule before 2026-11-23: ``kombu_reconnect_delay``, then +1 s, +3 s,
+    ...) would not be back before the hang guard; ours (``[asyncsched]
+    broker_reconnect_delay``, 0.1 s doubling to 0.5 s) is. The gap from the broker accepting
+    logins to our queues consumed is printed (0.11-0.34 s here, rpc/README.md)."""
     url = own_broker.url()
     scheduler = RecordingScheduler()
-    # nova's [oslo_messaging_rabbit] defaults (kombu_reconnect_delay 1 s, rabbit_retry_* 1 s
-    # + 2 s steps): the fast schedule must not depend on tuning them.
-    config = replace(make_config(url), oslo_messaging_rabbit=OsloMessagingRabbitOptions())
+    hour = 3600.0
+    rabbit = OsloMessagingRabbitOptions(
+        kombu_reconnect_delay=hour,
+        rabbit_retry_interval=hour,
+        rabbit_retry_backoff=hour,
+        rabbit_interval_max=hour,
+    )
+    config = replace(make_config(url), oslo_messaging_rabbit=rabbit)
     server = RPCServer(config, scheduler, RecordingEvents())
     client = OsloSchedulerClient(url, timeout=30, call_monitor_timeout=10)
     try:
@@ -210,27 +220,18 @@ async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
         before = await asyncio.to_thread(client.ping, "before")
         assert before["arg"] == "before"
         await asyncio.to_thread(own_broker.stop_app)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(HANG):
             while server.health()["connected"]:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         starting = asyncio.ensure_future(asyncio.to_thread(own_broker.start_app))
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(HANG):
             probe = await _accepts_connections(own_broker)
         accepted = time.monotonic()
         try:
-            async with asyncio.timeout(HANG):  # a hang guard: the bound is the assert below
+            async with asyncio.timeout(HANG):  # a hang guard, far below nova's hour
                 await _consumed(probe, "scheduler")
-            gap = time.monotonic() - accepted
-            # The baseline: what our reconnect must do (log in, declare, consume), done by a
-            # fresh connection of this test on the same broker, in the same run.
-            t0 = time.monotonic()
-            own = await aio_pika.connect(own_broker.amqp_url())
-            queue = await (await own.channel()).declare_queue(exclusive=True)
-            await queue.consume(_ack)
-            await own.close()
-            baseline = time.monotonic() - t0
-            fanout = [q for q in server.health()["queues"] if q.startswith("scheduler_fanout_")]
-            async with asyncio.timeout(HANG):
+                gap = time.monotonic() - accepted
+                fanout = [q for q in server.health()["queues"] if q.startswith("scheduler_fanout_")]
                 await _consumed(probe, fanout[0])
                 await _consumed(probe, "scheduler.sched-test")
         finally:
@@ -244,9 +245,5 @@ async def test_after_a_broker_restart_our_queues_are_back_within_a_second(
         finally:
             client.close()
     print(f"\nbroker accepting connections -> scheduler queue declared and consumed: {gap:.3f} s")
-    # nova's first reconnect wait is 1 s (kombu_reconnect_delay); on a loaded machine the bar
-    # grows with what one reconnect costs here now.
-    limit = max(OsloMessagingRabbitOptions().kombu_reconnect_delay, 10 * baseline)
-    assert gap < limit, f"our queues came back {gap:.2f}s after the broker ({baseline:.2f}s)"
     assert after["arg"] == "after"
     assert health["stats"]["reconnects"] >= 1 and health["connected"] is True

@@ -340,22 +340,16 @@ async def test_cell_recovers_by_itself_in_background(seeded: dict[str, Any]) -> 
         assert not cache.health()["cells"][c1.uuid]["stale"]
 
 
-async def test_a_cell_that_answers_again_is_read_within_a_second(seeded: dict[str, Any]) -> None:
+async def test_a_cell_that_answers_again_is_probed_not_backed_off(seeded: dict[str, Any]) -> None:
     """Default [asyncsched] db_reconnect_max: a database that was down for a while is probed
-    cheaply (no refresh passes meanwhile) and read as soon as it answers; the old backoff
-    (1, 2, 4, ... 30 s) read it again only ~25 s later."""
+    cheaply (no refresh passes meanwhile), the next probe never more than 0.5 s away, and read
+    as soon as it answers. No clock: the old backoff (1, 2, 4, ... 30 s) shows as a later
+    ``retry_in`` after 6 s away. The time from the cell answering to its read is printed."""
     db: NovaDB = seeded["db"]
     c1 = seeded["c1"]
     async with HostStateCache(db.config(refresh_interval=0.2)) as cache:
         a = cache.get_by_uuid(seeded["c1a"])
         assert a is not None
-        # The baseline: how long an update takes to be read while the cell is up, here, now.
-        healthy = asyncio.get_running_loop().time()
-        await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=1111)
-        async with asyncio.timeout(10):
-            while a.free_ram_mb != 1111:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-        baseline = asyncio.get_running_loop().time() - healthy
         await db.take_cell_away(c1)
         try:
             async with asyncio.timeout(10):
@@ -370,14 +364,12 @@ async def test_a_cell_that_answers_again_is_read_within_a_second(seeded: dict[st
             await db.bring_cell_back(c1)
         back = asyncio.get_running_loop().time()
         await db.update_compute_node(c1, seeded["c1a"], free_ram_mb=2222)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(10):  # a hang guard
             while a.free_ram_mb != 2222 or cache.health()["cells"][c1.uuid]["stale"]:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         read_again = asyncio.get_running_loop().time() - back
+        assert cache.health()["cells"][c1.uuid]["consecutive_failures"] == 0
     print(f"\ncell database back -> read again and not stale: {read_again:.3f} s")
-    # The old backoff waited ~25 s; probes read it within a second on a quiet machine, and
-    # within a few healthy reads on a loaded one.
-    assert read_again < max(1.0, 5 * baseline), (read_again, baseline)
 
 
 async def test_cell_dropped_when_unmapped_or_disabled(seeded: dict[str, Any]) -> None:
