@@ -35,6 +35,7 @@ class LoopLagHealth(Snapshot):
     gc_collections: tuple[int, int, int]  # by generation, since start
     gc_pause_s: tuple[float, float, float]  # time spent collecting, by generation
     gc_pause_max_s: float  # the longest single collection
+    gc_pause_longest_s: tuple[float, float, float]  # the longest one of each generation
 
 
 class LoopLagMonitor:
@@ -71,6 +72,11 @@ class LoopLagMonitor:
             gc_collections=(g.counts[0], g.counts[1], g.counts[2]),
             gc_pause_s=(round(g.spent[0], 4), round(g.spent[1], 4), round(g.spent[2], 4)),
             gc_pause_max_s=round(g.longest, 4),
+            gc_pause_longest_s=(
+                round(g.longest_of[0], 4),
+                round(g.longest_of[1], 4),
+                round(g.longest_of[2], 4),
+            ),
         )
 
     async def _run(self) -> None:
@@ -98,6 +104,7 @@ class GCPauses:
         self.counts = [0, 0, 0]
         self.spent = [0.0, 0.0, 0.0]
         self.longest = 0.0
+        self.longest_of = [0.0, 0.0, 0.0]  # by generation
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -122,5 +129,6 @@ class GCPauses:
         self.counts[generation] += 1
         self.spent[generation] += took
         self.longest = max(self.longest, took)
+        self.longest_of[generation] = max(self.longest_of[generation], took)
         if len(self._pending) < MAX_PENDING:
             self._pending.append((generation, took))

@@ -238,6 +238,8 @@ async def test_counts_after_real_traffic(stack: Stack, client: OsloSchedulerClie
     for cell in ("api", "cell1", "cell2"):
         assert at(got, REFRESH, cell=cell, kind="full") == 1  # still only the initial load
     assert at(after, "asyncsched_up") == 1
+    assert at(after, "asyncsched_gc_frozen_objects") > 0  # the daemon froze its start-up heap
+    assert ("asyncsched_gc_heap_freezes_total", ()) in after  # exported (7 hosts: none yet)
     # the loop-lag monitor samples every 0.25 s from start-up; a quick start and quick calls
     # can be scraped before its first sample
     deadline = time.monotonic() + 5
