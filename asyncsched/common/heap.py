@@ -2,11 +2,11 @@
 
 The daemon freezes what start-up built (``service.freeze_start_up_heap``). What it builds
 later and keeps is young to the collector: an answer over 100,000 roots makes three
-containers a root for its allocation requests, and the next gen-1 collection walks them in one
-piece (130-250 ms at 100,000 hosts), every full collection after it again (up to 0.8 s with
-six flavors' answers). A builder reports the objects it made that live on (:meth:`HeapKeeper.made`);
-past ``KEEP_AT`` of them since the last freeze the young heap is frozen too, so no collection
-walks more than about that many of them.
+containers a root for its allocation requests, and the next gen-1 collection walked them in
+one piece (95-250 ms at 100,000 hosts), every full collection after it again (up to 0.8 s
+with six flavors' answers). A builder reports the objects it made that live on
+(:meth:`HeapKeeper.made`); past ``KEEP_AT`` of them since the last freeze the young heap is
+frozen too, so no collection walks more than about that many of them.
 
 What it costs: cyclic garbage that is young at a freeze is never collected (freezing moves
 every tracked object; reference counts still free everything else, frozen or not). The state

@@ -104,8 +104,8 @@ class LocalCandidates:
         self._kept: Recent[str, tuple[MirrorState, Answer]] = Recent(ANSWERS)
         self._summaries: dict[int, tuple[Provider, dict[str, Any]]] = {}
         # allocation requests by requested amounts (flavors repeat), then by provider uuid
-        self._areqs: Recent[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = Recent(
-            AREQ_SHAPES
+        self._areqs: Recent[tuple[tuple[str, int], ...], dict[str, list[dict[str, Any]]]] = (
+            Recent(AREQ_SHAPES)
         )
         # each root's allocation requests' mappings, shared by every shape
         self._mappings: dict[str, dict[str, list[str]]] = {}
