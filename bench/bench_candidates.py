@@ -848,7 +848,8 @@ def report_targets(
         f"  event loop: worst lag {loop.get('max_s')} s (by READY {ready.get('max_s')} s); "
         f"garbage collections by generation {loop.get('gc_collections')}, "
         f"{loop.get('gc_pause_s')} s in all, the longest {loop.get('gc_pause_max_s')} s "
-        f"(by generation {loop.get('gc_pause_longest_s')} s) "
+        f"(by generation {loop.get('gc_pause_longest_s')} s; its CPU "
+        f"{loop.get('gc_pause_max_cpu_s')} s) "
         f"(by READY: {ready.get('gc_collections')}, {ready.get('gc_pause_s')} s)"
     )
     print(

@@ -36,6 +36,7 @@ class LoopLagHealth(Snapshot):
     gc_pause_s: tuple[float, float, float]  # time spent collecting, by generation
     gc_pause_max_s: float  # the longest single collection
     gc_pause_longest_s: tuple[float, float, float]  # the longest one of each generation
+    gc_pause_max_cpu_s: float  # the longest collection's CPU time (below it: waits for a core)
 
 
 class LoopLagMonitor:
@@ -72,6 +73,7 @@ class LoopLagMonitor:
             gc_collections=(g.counts[0], g.counts[1], g.counts[2]),
             gc_pause_s=(round(g.spent[0], 4), round(g.spent[1], 4), round(g.spent[2], 4)),
             gc_pause_max_s=round(g.longest, 4),
+            gc_pause_max_cpu_s=round(g.longest_cpu, 4),
             gc_pause_longest_s=(
                 round(g.longest_of[0], 4),
                 round(g.longest_of[1], 4),
@@ -99,12 +101,15 @@ class GCPauses:
 
     def __init__(self, observe: Callable[[int, float], None] | None = None) -> None:
         self._observe = observe
-        self._began = 0.0
+        self._began = self._began_cpu = 0.0
         self._pending: list[tuple[int, float]] = []
         self.counts = [0, 0, 0]
         self.spent = [0.0, 0.0, 0.0]
         self.longest = 0.0
         self.longest_of = [0.0, 0.0, 0.0]  # by generation
+        # the longest one's CPU time in the thread that ran it: well below ``longest`` when
+        # the process waited for a core (the OS's, not the collector's)
+        self.longest_cpu = 0.0
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -122,9 +127,11 @@ class GCPauses:
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._began = time.perf_counter()
+            self._began, self._began_cpu = time.perf_counter(), time.thread_time()
             return
         took = time.perf_counter() - self._began
+        if took > self.longest:
+            self.longest_cpu = time.thread_time() - self._began_cpu
         generation = min(max(int(info.get("generation", 0)), 0), 2)
         self.counts[generation] += 1
         self.spent[generation] += took

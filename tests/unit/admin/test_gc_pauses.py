@@ -24,6 +24,7 @@ def test_a_full_collection_is_counted_under_generation_2_and_observed_only_on_fl
     assert pauses.counts[2] >= 1 and pauses.counts[0] >= 1
     assert pauses.spent[2] > 0 and pauses.longest >= max(pauses.spent[2] / pauses.counts[2], 0)
     assert 0 < pauses.longest_of[2] <= pauses.spent[2] and max(pauses.longest_of) == pauses.longest
+    assert 0 < pauses.longest_cpu  # the longest one's CPU time, taken with it
     assert seen == []  # nothing observed inside the collection
     pauses.flush()
     assert {g for g, _ in seen} >= {0, 2}

@@ -36,7 +36,10 @@ DATABASE = keys(
 )
 EXPECTED: dict[str, Any] = {
     "admin": keys("listen serving token_required tls requests denied"),
-    "looplag": keys("last_s max_s gc_collections gc_pause_s gc_pause_max_s gc_pause_longest_s"),
+    "looplag": keys(
+        "last_s max_s gc_collections gc_pause_s gc_pause_max_s gc_pause_longest_s "
+        "gc_pause_max_cpu_s"
+    ),
     "hoststate": {
         **keys("ok ready stale"),
         # before 835b20d's cache started, "api" held only stale, age, loaded and last_error;
