@@ -849,7 +849,8 @@ def report_targets(
         f"garbage collections by generation {loop.get('gc_collections')}, "
         f"{loop.get('gc_pause_s')} s in all, the longest {loop.get('gc_pause_max_s')} s "
         f"(by generation {loop.get('gc_pause_longest_s')} s; its CPU "
-        f"{loop.get('gc_pause_max_cpu_s')} s) "
+        f"{loop.get('gc_pause_max_cpu_s')} s, freeing {loop.get('gc_pause_max_collected')} "
+        "unreachable objects) "
         f"(by READY: {ready.get('gc_collections')}, {ready.get('gc_pause_s')} s)"
     )
     print(

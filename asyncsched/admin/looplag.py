@@ -37,6 +37,7 @@ class LoopLagHealth(Snapshot):
     gc_pause_max_s: float  # the longest single collection
     gc_pause_longest_s: tuple[float, float, float]  # the longest one of each generation
     gc_pause_max_cpu_s: float  # the longest collection's CPU time (below it: waits for a core)
+    gc_pause_max_collected: int  # the unreachable objects the longest one found and freed
 
 
 class LoopLagMonitor:
@@ -74,6 +75,7 @@ class LoopLagMonitor:
             gc_pause_s=(round(g.spent[0], 4), round(g.spent[1], 4), round(g.spent[2], 4)),
             gc_pause_max_s=round(g.longest, 4),
             gc_pause_max_cpu_s=round(g.longest_cpu, 4),
+            gc_pause_max_collected=g.longest_collected,
             gc_pause_longest_s=(
                 round(g.longest_of[0], 4),
                 round(g.longest_of[1], 4),
@@ -110,6 +112,7 @@ class GCPauses:
         # the longest one's CPU time in the thread that ran it: well below ``longest`` when
         # the process waited for a core (the OS's, not the collector's)
         self.longest_cpu = 0.0
+        self.longest_collected = 0  # unreachable objects it found (and freed, inside it)
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -132,6 +135,7 @@ class GCPauses:
         took = time.perf_counter() - self._began
         if took > self.longest:
             self.longest_cpu = time.thread_time() - self._began_cpu
+            self.longest_collected = int(info.get("collected", 0))
         generation = min(max(int(info.get("generation", 0)), 0), 2)
         self.counts[generation] += 1
         self.spent[generation] += took

@@ -35,6 +35,27 @@ def test_a_full_collection_is_counted_under_generation_2_and_observed_only_on_fl
     assert sum(pauses.counts) == len(seen)  # removed: no longer called
 
 
+def test_the_longest_collection_keeps_what_it_freed_and_its_cpu_time() -> None:
+    pauses = GCPauses()
+    gc.collect()
+    gc.disable()  # no collection before ours: it is the only one, hence the longest
+    try:
+        for _ in range(1000):  # cycles only the collector frees
+            cycle: list[object] = []
+            cycle.append(cycle)
+        del cycle
+        pauses.install()
+        try:
+            gc.collect()
+        finally:
+            pauses.remove()
+    finally:
+        gc.enable()
+    assert sum(pauses.counts) == 1
+    assert pauses.longest_collected >= 1000
+    assert 0 < pauses.longest_cpu
+
+
 async def test_the_monitor_reports_pauses_in_health_and_on_the_metric() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)

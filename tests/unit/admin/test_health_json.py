@@ -38,7 +38,7 @@ EXPECTED: dict[str, Any] = {
     "admin": keys("listen serving token_required tls requests denied"),
     "looplag": keys(
         "last_s max_s gc_collections gc_pause_s gc_pause_max_s gc_pause_longest_s "
-        "gc_pause_max_cpu_s"
+        "gc_pause_max_cpu_s gc_pause_max_collected"
     ),
     "hoststate": {
         **keys("ok ready stale"),
