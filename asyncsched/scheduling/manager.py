@@ -281,9 +281,9 @@ class SchedulerManager(Strategy):
             None if dest is None or dest.cell is None else dest.cell.uuid,
             None if dest is None else dest.allow_cross_cell_move,
         )
-        kept = self._views.get(id(by_rp))
-        if kept is not None and kept[0] is by_rp and kept[1] == key:
-            return kept[2], kept[3]
+        view = _view_of(self._views.get(id(by_rp)), by_rp, key)
+        if view is not None:
+            return view
         view = self._derived_view(cands, key)
         if view is None:
             view = await self._new_view(spec, cands)
@@ -297,10 +297,12 @@ class SchedulerManager(Strategy):
         that left it): that view less their hosts, by C-level passes (a view made anew
         looks 100,000 hosts up)."""
         derived = cands.derived
-        prior = None if derived is None else self._views.peek(id(derived[0]))
-        if derived is None or prior is None or prior[0] is not derived[0] or prior[1] != key:
+        if derived is None:
             return None
-        less, hosts, per_host = derived[1], prior[2], prior[3]
+        prior = _view_of(self._views.peek(id(derived[0])), derived[0], key)
+        if prior is None:
+            return None
+        less, (hosts, per_host) = derived[1], prior
         names = list(map(_UUID, hosts))
         if len(less) > DERIVED_SCANS:
             keep = list(map(operator.not_, map(less.__contains__, names)))
@@ -341,6 +343,18 @@ class SchedulerManager(Strategy):
                 else cast(list[list[dict[str, Any]]], got)
             )
         return states, per_host
+
+
+def _view_of(
+    kept: tuple[object, tuple[Any, ...], list[HostState], list[list[dict[str, Any]]]] | None,
+    by_rp: object,
+    key: tuple[Any, ...],
+) -> tuple[list[HostState], list[list[dict[str, Any]]]] | None:
+    """A kept view's hosts and allocation requests if it is the view of ``by_rp`` itself (not
+    of an object that had its id before) under the same restriction ``key``."""
+    if kept is None or kept[0] is not by_rp or kept[1] != key:
+        return None
+    return kept[2], kept[3]
 
 
 def _nvh_cause(exc: NoValidHost, hosts: RequestHosts | None, run: RequestRun | None) -> str:

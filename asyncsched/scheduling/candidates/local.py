@@ -176,8 +176,9 @@ class LocalCandidates:
             kept = yield from self._compute(state, request, g, {})
         # another request may have kept one meanwhile, or be on a newer state: the newer stays
         have = self._kept.peek(key)
-        newer = have is not None and have[0].serial > state.serial
-        self._kept.put(key, have if newer and have is not None else (state, kept))
+        if have is None or have[0].serial <= state.serial:
+            have = (state, kept)
+        self._kept.put(key, have)
         base = kept[0]
         return with_pending(state, base, g, pending, self._dropping) if pending else base
 
