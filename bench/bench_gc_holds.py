@@ -32,14 +32,13 @@ import resource
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 from asyncsched import service
 from asyncsched.admin.looplag import GCPauses
 from asyncsched.common import heap
 from asyncsched.scheduling.candidates import local
 from asyncsched.state.placement_mirror.model import Provider
-from bench.bench_hold_mirror import Cloud
+from bench.bench_hold_mirror import Cloud, filled
 
 VARIANTS = ("before", "off", "on")
 
@@ -72,10 +71,8 @@ class Churn:
             m.providers[self.full] = self.was
             moved.append(self.full)
         self.full += 1
-        p = self.was = m.providers[self.full]
-        m.providers[self.full] = replace(
-            p, used={rc: inv.capacity for rc, inv in p.inventories.items()}
-        )
+        self.was = m.providers[self.full]
+        m.providers[self.full] = filled(self.was)
         moved.append(self.full)
         m.state = m.state.with_providers(dict(m.providers), moved)
 

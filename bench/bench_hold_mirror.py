@@ -53,6 +53,7 @@ from asyncsched.scheduling import columns as host_columns
 from asyncsched.scheduling import engine, manager, verdicts
 from asyncsched.scheduling.candidates import LocalCandidates, columns
 from asyncsched.scheduling.manager import SchedulerManager
+from asyncsched.state.placement_mirror import Provider
 from bench.bench_decision_mirror import CTX, AcceptAll, Mirror, TableCache, Timed, nova_hosts
 from bench.bench_decision_mirror import nova_spec as boot_spec
 from bench.synthetic_cloud import NOW, make_cloud
@@ -87,6 +88,11 @@ class Held:
     cpu: float
     cands_hold: float
     cands_cpu: float
+
+
+def filled(p: Provider) -> Provider:
+    """``p`` with every class used up to its capacity: in no answer."""
+    return replace(p, used={rc: inv.capacity for rc, inv in p.inventories.items()})
 
 
 class Cloud:
@@ -136,10 +142,7 @@ class Cloud:
         """A host of the answer full on the next state (boots filled it): it leaves."""
         self.full += 1
         m = self.mirror
-        p = m.providers[self.full]
-        m.providers[self.full] = replace(
-            p, used={rc: inv.capacity for rc, inv in p.inventories.items()}
-        )
+        m.providers[self.full] = filled(m.providers[self.full])
         m.state = m.state.with_providers(dict(m.providers), [self.full])
 
     async def joined(self) -> None:
@@ -147,8 +150,7 @@ class Cloud:
         self.full += 1
         m = self.mirror
         p = m.providers[self.full]
-        full = {rc: inv.capacity for rc, inv in p.inventories.items()}
-        m.providers[self.full] = replace(p, used=full)
+        m.providers[self.full] = filled(p)
         m.state = m.state.with_providers(dict(m.providers), [self.full])
         await self.call(1)  # the answer over the state it is full on (a patched answer)
         m.providers[self.full] = p
